@@ -1,0 +1,57 @@
+"""Output formats: one module per format, each `export(profile) -> bytes`.
+
+Modules are imported lazily so a format's optional dependency (protobuf for
+pprof) is only needed when that format is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from ..model import Profile
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    module: str
+    extensions: tuple[str, ...]  # first one is the default when naming output files
+    description: str
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("flamegraph", "flamegraph", (".html", ".htm"), "interactive flame graph, one self-contained HTML file"),
+    Format("firefox", "firefox", (".firefox.json", ".gecko.json"), "Firefox Profiler (profiler.firefox.com)"),
+    Format("speedscope", "speedscope", (".speedscope.json",), "speedscope (speedscope.app)"),
+    Format("pprof", "pprof", (".pb.gz", ".pprof"), "pprof profile.proto, gzipped"),
+    Format("collapsed", "collapsed", (".collapsed", ".folded"), "collapsed stacks (flamegraph.pl, inferno)"),
+    Format("pstats", "pstats_export", (".pstats", ".prof"), "pstats for snakeviz / pstats.Stats"),
+    Format("table", "table", (".txt",), "text method table"),
+    Format("truestack", "native_format", (".tsp",), "truestack's own saved profile (for `truestack report`)"),
+)}
+
+
+class UnknownFormat(ValueError):
+    pass
+
+
+def format_names() -> list[str]:
+    return list(FORMATS)
+
+
+def format_for_path(path: str) -> str | None:
+    """The format a file name implies, or None (longest extension wins)."""
+    lowered = path.lower()
+    best: tuple[int, str] | None = None
+    for fmt in FORMATS.values():
+        for ext in fmt.extensions:
+            if lowered.endswith(ext) and (best is None or len(ext) > best[0]):
+                best = (len(ext), fmt.name)
+    return best[1] if best else None
+
+
+def export(profile: Profile, fmt: str) -> bytes:
+    if fmt not in FORMATS:
+        raise UnknownFormat(f"unknown format {fmt!r} (choose from: {', '.join(FORMATS)})")
+    module = importlib.import_module(f"{__name__}.{FORMATS[fmt].module}")
+    return module.export(profile)

@@ -1,0 +1,231 @@
+"""The profile model: one in-memory form that every exporter reads.
+
+Memory grows with unique stacks plus ~21 bytes per sample: samples are kept
+as typed columns per thread, stacks as a prefix tree, and every string,
+function and frame is stored once.
+"""
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..samples import Frame, Sample
+from .tables import KINDS, FrameRow, Func, InternTable, StackTable, StringTable
+
+STATES = ("unknown", "running", "idle")
+_STATE_INDEX = {name: i for i, name in enumerate(STATES)}
+_U32_MAX = 2**32 - 1
+
+
+@dataclass
+class ThreadSamples:
+    """All samples of one thread, as columns."""
+
+    tid: int
+    name: str
+    time_ns: array = field(default_factory=lambda: array("q"))
+    stack: array = field(default_factory=lambda: array("i"))  # -1: empty stack
+    weight_ns: array = field(default_factory=lambda: array("I"))
+    cpu_delta_ns: array = field(default_factory=lambda: array("I"))
+    state: array = field(default_factory=lambda: array("b"))  # index into STATES
+
+    def __len__(self) -> int:
+        return len(self.stack)
+
+
+@dataclass
+class Marker:
+    """A labelled instant (end_ns None) or interval on a thread."""
+
+    name: str
+    start_ns: int
+    end_ns: int | None = None
+    thread_id: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class SampleRow(NamedTuple):
+    thread: ThreadSamples
+    time_ns: int
+    stack: int
+    weight_ns: int
+    cpu_delta_ns: int
+    state: str
+
+
+class Profile:
+    """Threads of samples over shared string/function/frame/stack tables."""
+
+    def __init__(self, meta: dict[str, Any] | None = None) -> None:
+        self.strings = StringTable()
+        self.funcs = InternTable()  # rows: Func
+        self.frames = InternTable()  # rows: FrameRow
+        self.stacks = StackTable()
+        self.threads: dict[int, ThreadSamples] = {}
+        self.markers: list[Marker] = []
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta.setdefault("start_time_unix_ns", time.time_ns())
+        self.meta.setdefault("start_monotonic_ns", time.monotonic_ns())
+        self._frame_ids: dict[Frame, int] = {}
+        self._stack_ids: dict[tuple[Frame, ...], int] = {}
+
+    # -- building --------------------------------------------------------
+    def intern_frame(self, frame: Frame) -> int:
+        idx = self._frame_ids.get(frame)
+        if idx is None:
+            func = self.funcs.intern(Func(self.strings.intern(frame.name), self.strings.intern(frame.file),
+                                          frame.first_line))
+            kind = KINDS.index(frame.kind) if frame.kind in KINDS else 0
+            idx = self._frame_ids[frame] = self.frames.intern(FrameRow(func, frame.line, kind))
+        return idx
+
+    def intern_stack(self, frames: tuple[Frame, ...]) -> int:
+        idx = self._stack_ids.get(frames)
+        if idx is None:
+            idx = -1
+            for frame in frames:
+                idx = self.stacks.intern(idx, self.intern_frame(frame))
+            self._stack_ids[frames] = idx
+        return idx
+
+    def thread(self, tid: int, name: str) -> ThreadSamples:
+        thread = self.threads.get(tid)
+        if thread is None:
+            thread = self.threads[tid] = ThreadSamples(tid, name)
+        elif name and thread.name != name:
+            thread.name = name  # threads may be renamed after they start
+        return thread
+
+    def add_sample(self, sample: Sample) -> None:
+        thread = self.thread(sample.thread_id, sample.thread_name)
+        self.append(thread, sample.time_ns, self.intern_stack(sample.frames), sample.weight_ns,
+                    sample.cpu_delta_ns, sample.state)
+
+    def add_samples(self, samples: Iterable[Sample]) -> None:
+        for sample in samples:
+            self.add_sample(sample)
+
+    def append(self, thread: ThreadSamples, time_ns: int, stack: int, weight_ns: int,
+               cpu_delta_ns: int = 0, state: str = "unknown") -> None:
+        thread.time_ns.append(time_ns)
+        thread.stack.append(stack)
+        thread.weight_ns.append(min(max(weight_ns, 0), _U32_MAX))
+        thread.cpu_delta_ns.append(min(max(cpu_delta_ns, 0), _U32_MAX))
+        thread.state.append(_STATE_INDEX.get(state, 0))
+
+    def add_marker(self, marker: Marker) -> None:
+        self.markers.append(marker)
+
+    # -- reading ---------------------------------------------------------
+    @property
+    def sample_count(self) -> int:
+        return sum(len(t) for t in self.threads.values())
+
+    @property
+    def total_weight_ns(self) -> int:
+        return sum(sum(t.weight_ns) for t in self.threads.values())
+
+    def iter_samples(self) -> Iterator[SampleRow]:
+        for thread in self.threads.values():
+            for i in range(len(thread)):
+                yield SampleRow(thread, thread.time_ns[i], thread.stack[i], thread.weight_ns[i],
+                                thread.cpu_delta_ns[i], STATES[thread.state[i]])
+
+    def func_name(self, func: int) -> str:
+        return self.strings[self.funcs[func].name]
+
+    def func_file(self, func: int) -> str:
+        return self.strings[self.funcs[func].file]
+
+    def frame_func(self, frame: int) -> int:
+        return self.frames[frame].func
+
+    def frame_line(self, frame: int) -> int:
+        return self.frames[frame].line
+
+    def frame_kind(self, frame: int) -> str:
+        return KINDS[self.frames[frame].kind]
+
+    def frame_label(self, frame: int, function_level: bool = False) -> str:
+        """`qualname (path:line)`, or `qualname (path)` at function level."""
+        row = self.frames[frame]
+        func = self.funcs[row.func]
+        name, path = self.strings[func.name], self.strings[func.file]
+        if function_level or row.line <= 0:
+            return f"{name} ({path})"
+        return f"{name} ({path}:{row.line})"
+
+    def func_label(self, func: int) -> str:
+        row = self.funcs[func]
+        return f"{self.strings[row.name]} ({self.strings[row.file]}:{row.first_line})"
+
+    def stack_frames(self, stack: int) -> list[int]:
+        """Frame indices of a stack, root first (empty for -1)."""
+        return self.stacks.frames_of(stack)
+
+    def stack_totals(self, threads: Iterable[int] | None = None) -> dict[int, tuple[int, int]]:
+        """stack index -> (sample count, total weight ns), over the chosen threads."""
+        totals: dict[int, list[int]] = {}
+        chosen = self.threads.values() if threads is None else [self.threads[t] for t in threads]
+        for thread in chosen:
+            for stack, weight in zip(thread.stack, thread.weight_ns):
+                entry = totals.get(stack)
+                if entry is None:
+                    totals[stack] = [1, weight]
+                else:
+                    entry[0] += 1
+                    entry[1] += weight
+        return {k: (v[0], v[1]) for k, v in totals.items()}
+
+    def merged_lines(self) -> "Profile":
+        """A copy in which frames of one function are merged (line set to 0)."""
+        out = Profile(dict(self.meta))
+        out.meta["function_level"] = True
+        remap_frame: dict[int, int] = {}
+        for idx, row in enumerate(self.frames):
+            func = self.funcs[row.func]
+            out_func = out.funcs.intern(Func(out.strings.intern(self.strings[func.name]),
+                                             out.strings.intern(self.strings[func.file]), func.first_line))
+            remap_frame[idx] = out.frames.intern(FrameRow(out_func, 0, row.kind))
+        remap_stack: dict[int, int] = {-1: -1}
+        for idx in range(len(self.stacks)):
+            remap_stack[idx] = out.stacks.intern(remap_stack[self.stacks.prefix[idx]],
+                                                 remap_frame[self.stacks.frame[idx]])
+        for tid, thread in self.threads.items():
+            copy = out.thread(tid, thread.name)
+            copy.time_ns.extend(thread.time_ns)
+            copy.stack.extend(remap_stack[s] for s in thread.stack)
+            copy.weight_ns.extend(thread.weight_ns)
+            copy.cpu_delta_ns.extend(thread.cpu_delta_ns)
+            copy.state.extend(thread.state)
+        out.markers = list(self.markers)
+        return out
+
+    def without_idle(self) -> "Profile":
+        """Drop samples taken while their thread was idle (wall mode)."""
+        idle = _STATE_INDEX["idle"]
+        out = self._shallow_copy()
+        for tid, thread in self.threads.items():
+            copy = out.thread(tid, thread.name)
+            for i in range(len(thread)):
+                if thread.state[i] != idle:
+                    out.append(copy, thread.time_ns[i], thread.stack[i], thread.weight_ns[i],
+                               thread.cpu_delta_ns[i], STATES[thread.state[i]])
+        return out
+
+    def _shallow_copy(self) -> "Profile":
+        """New profile sharing the tables (read-only use) but with no samples."""
+        out = Profile(dict(self.meta))
+        out.strings, out.funcs, out.frames, out.stacks = self.strings, self.funcs, self.frames, self.stacks
+        out.markers = list(self.markers)
+        return out
+
+    @property
+    def duration_ns(self) -> int:
+        times = [t.time_ns for t in self.threads.values() if len(t)]
+        if not times:
+            return 0
+        return max(max(t) for t in times) - min(min(t) for t in times)

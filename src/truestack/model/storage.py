@@ -1,0 +1,154 @@
+"""Saved profiles: truestack's own compact, versioned, compressed file format.
+
+Layout (documented in docs/file-format.md):
+
+    8 bytes   magic b"TSPROF\\r\\n"
+    2 bytes   format version, uint16 little-endian
+    2 bytes   flags, uint16 little-endian (0; reserved)
+    rest      one zlib stream holding:
+                4 bytes   length N of the header, uint32 little-endian
+                N bytes   header: UTF-8 JSON (meta, tables, markers, thread list,
+                          and the list of binary columns that follow)
+                columns   raw little-endian arrays, in the order the header lists
+
+zlib's own checksum catches corruption; a stream that ends early is reported
+as truncated.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import tempfile
+import zlib
+from array import array
+from typing import Any, BinaryIO
+
+from .profile import Marker, Profile, ThreadSamples
+from .tables import FrameRow, Func
+
+MAGIC = b"TSPROF\r\n"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sHH")
+
+
+class ProfileFormatError(ValueError):
+    """The file is not a readable truestack profile; the message says why."""
+
+
+def _columns(profile: Profile) -> list[tuple[str, array]]:
+    cols: list[tuple[str, array]] = [("stack_prefix", profile.stacks.prefix), ("stack_frame", profile.stacks.frame)]
+    for tid, thread in profile.threads.items():
+        for name in ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state"):
+            cols.append((f"{tid}.{name}", getattr(thread, name)))
+    return cols
+
+
+def dumps(profile: Profile) -> bytes:
+    columns = _columns(profile)
+    header = {
+        "meta": profile.meta,
+        "strings": profile.strings.strings,
+        "funcs": [list(f) for f in profile.funcs],
+        "frames": [list(f) for f in profile.frames],
+        "threads": [{"tid": t.tid, "name": t.name} for t in profile.threads.values()],
+        "markers": [vars(m) for m in profile.markers],
+        "columns": [[name, col.typecode, len(col)] for name, col in columns],
+    }
+    header_bytes = json.dumps(header, separators=(",", ":"), default=str).encode()
+    comp = zlib.compressobj(6)
+    parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, 0), comp.compress(struct.pack("<I", len(header_bytes))),
+             comp.compress(header_bytes)]
+    for _name, col in columns:
+        if sys.byteorder != "little":
+            col = array(col.typecode, col)
+            col.byteswap()
+        parts.append(comp.compress(col.tobytes()))
+    parts.append(comp.flush())
+    return b"".join(parts)
+
+
+def save(profile: Profile, path: str | os.PathLike) -> None:
+    """Write atomically: a crash or full disk never leaves a half-written file under `path`."""
+    data = dumps(profile)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".truestack-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def is_profile_file(path: str | os.PathLike) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def load(path: str | os.PathLike) -> Profile:
+    with open(path, "rb") as fh:
+        return read(fh, str(path))
+
+
+def read(fh: BinaryIO, name: str = "<profile>") -> Profile:
+    prefix = fh.read(_PREFIX.size)
+    if len(prefix) < _PREFIX.size or prefix[: len(MAGIC)] != MAGIC:
+        raise ProfileFormatError(f"{name}: not a truestack profile")
+    _magic, version, _flags = _PREFIX.unpack(prefix)
+    if version > FORMAT_VERSION:
+        raise ProfileFormatError(
+            f"{name}: profile format version {version} is newer than this truestack reads "
+            f"(up to {FORMAT_VERSION}); upgrade truestack")
+    try:
+        payload = zlib.decompressobj()
+        body = payload.decompress(fh.read())
+    except zlib.error as exc:
+        raise ProfileFormatError(f"{name}: corrupt profile ({exc})") from None
+    if not payload.eof:
+        raise ProfileFormatError(f"{name}: truncated profile (the file ends early)")
+    try:
+        return _decode(body)
+    except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
+        raise ProfileFormatError(f"{name}: corrupt profile ({exc})") from None
+
+
+def _decode(body: bytes) -> Profile:
+    (header_len,) = struct.unpack_from("<I", body, 0)
+    header: dict[str, Any] = json.loads(body[4: 4 + header_len])
+    offset = 4 + header_len
+    columns: dict[str, array] = {}
+    for name, typecode, count in header["columns"]:
+        col = array(typecode)
+        size = col.itemsize * count
+        if offset + size > len(body):
+            raise ValueError("column data ends early")
+        col.frombytes(body[offset: offset + size])
+        if sys.byteorder != "little":
+            col.byteswap()
+        columns[name] = col
+        offset += size
+    profile = Profile(header["meta"])
+    for s in header["strings"]:
+        profile.strings.intern(s)
+    for row in header["funcs"]:
+        profile.funcs.intern(Func(*row))
+    for row in header["frames"]:
+        profile.frames.intern(FrameRow(*row))
+    for prefix, frame in zip(columns["stack_prefix"], columns["stack_frame"]):
+        profile.stacks.intern(prefix, frame)
+    for entry in header["threads"]:
+        tid = entry["tid"]
+        thread = ThreadSamples(tid, entry["name"], *(columns[f"{tid}.{n}"] for n in
+                                                      ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state")))
+        profile.threads[tid] = thread
+    profile.markers = [Marker(**m) for m in header["markers"]]
+    return profile

@@ -1,0 +1,123 @@
+"""Running the user's program in-process, the way `python script.py` or
+`python -m module` would: same `sys.argv`, `__main__`, and `sys.path[0]`.
+
+Shared by `record`, `validate` and `debug`. Problems the user can fix (a
+missing script or module) are raised as `UsageError` before anything runs.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+import types
+from dataclasses import dataclass, field
+
+from .cli.errors import UsageError
+
+
+@dataclass
+class Target:
+    kind: str  # "script" | "module"
+    name: str  # script path or module name
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.name if self.kind == "script" else self.module_file, *self.args]
+
+    @property
+    def module_file(self) -> str:
+        return getattr(self, "_module_file", self.name)
+
+    def describe(self) -> str:
+        head = self.name if self.kind == "script" else f"-m {self.name}"
+        return " ".join([head, *self.args])
+
+
+def resolve_target(script: str | None, module: str | None, args: list[str]) -> Target:
+    """Check the target exists; raise UsageError with a one-line reason if not."""
+    if module:
+        target = Target("module", module, list(args))
+        try:
+            # Importing the package part may run user code; that is what -m does too.
+            spec_name, spec, _code = runpy._get_module_details(module)  # type: ignore[attr-defined]
+        except BaseException as exc:  # ImportError, or whatever a package's __init__ raises
+            raise UsageError(f"cannot run module {module!r}: {exc}") from None
+        target._module_file = spec.origin or module  # type: ignore[attr-defined]
+        return target
+    if not script:
+        raise UsageError("no target: give a script path or -m MODULE")
+    if not os.path.exists(script):
+        raise UsageError(f"no such script: {script}")
+    if os.path.isdir(script):
+        if not os.path.exists(os.path.join(script, "__main__.py")):
+            raise UsageError(f"{script} is a directory with no __main__.py")
+    return Target("script", script, list(args))
+
+
+def load_target(target: Target) -> tuple[types.CodeType, dict]:
+    """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec."""
+    main_mod = types.ModuleType("__main__")
+    if target.kind == "module":
+        mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+        main_mod.__dict__.update(
+            __name__="__main__", __file__=spec.origin, __spec__=spec,
+            __loader__=spec.loader, __package__=spec.parent, __cached__=None,
+        )
+        sys.argv = [spec.origin or target.name, *target.args]
+        sys.path.insert(0, os.getcwd())
+    else:
+        path = target.name
+        if os.path.isdir(path):
+            path = os.path.join(path, "__main__.py")
+            sys.path.insert(0, os.path.abspath(target.name))
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        with open(path, "rb") as fh:
+            source = fh.read()
+        code = compile(source, path, "exec", dont_inherit=True)
+        main_mod.__dict__.update(__name__="__main__", __file__=path, __package__=None, __cached__=None,
+                                 __spec__=None, __loader__=None)
+        sys.argv = [target.name, *target.args]
+    main_mod.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main_mod
+    return code, main_mod.__dict__
+
+
+def exit_code_of(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def run_target(target: Target) -> tuple[int, BaseException | None]:
+    """Run the target to completion.
+
+    Returns (exit status, the exception that ended it if any). An uncaught
+    exception prints its normal traceback (status 1); KeyboardInterrupt is
+    returned, not swallowed silently, so callers can say the run was cut short.
+    """
+    code, globs = load_target(target)
+    try:
+        exec(code, globs)
+    except SystemExit as exc:
+        return exit_code_of(exc), None
+    except KeyboardInterrupt as exc:
+        return 130, exc
+    except BaseException as exc:  # noqa: BLE001 - report like the interpreter would
+        _print_user_traceback(exc)
+        return 1, exc
+    return 0, None
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    """Print the traceback without truestack's own frames at the top."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)

@@ -1,0 +1,15 @@
+import pytest
+
+from truestack.rates import parse_rate
+
+
+@pytest.mark.parametrize("text,hz", [("250", 250), ("1k", 1000), ("10khz", 10000), ("10 kHz", 10000),
+                                     ("99hz", 99), (500, 500), ("2.5k", 2500)])
+def test_parse_rate_accepts_common_spellings(text, hz):
+    assert parse_rate(text) == hz
+
+
+@pytest.mark.parametrize("text", ["", "fast", "0", "-5", "1M", "10kk", "200k"])
+def test_parse_rate_rejects_nonsense(text):
+    with pytest.raises(ValueError):
+        parse_rate(text)
