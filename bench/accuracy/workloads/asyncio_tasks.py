@@ -39,9 +39,11 @@ def _chunk(n):
 async def _work(truth, name, weight):
     # Awaited from the task coroutine, so task_X stays on the stack.
     for _ in range(STEPS):
-        c0, w0 = _cpu(), _wall()
+        c0 = _cpu()
+        w0 = _wall()
         _chunk(UNIT * weight)
-        truth.add(name, _cpu() - c0, _wall() - w0)
+        w1 = _wall()  # wall innermost, see _truth.Truth.call
+        truth.add(name, _cpu() - c0, w1 - w0)
         await asyncio.sleep(0)
 
 

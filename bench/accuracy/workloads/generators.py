@@ -29,15 +29,16 @@ def consume(truth, items):
     gen_cpu = gen_wall = 0
     acc = 0
     while True:
-        c0, w0 = cpu(), wall()
+        c0 = cpu()
+        w0 = wall()
         try:
             value = next(gen)
         except StopIteration:
-            gen_cpu += cpu() - c0
             gen_wall += wall() - w0
+            gen_cpu += cpu() - c0
             break
+        gen_wall += wall() - w0  # wall innermost, see _truth.Truth.call
         gen_cpu += cpu() - c0
-        gen_wall += wall() - w0
         for i in range(UNIT):
             acc += i * value
     return acc, gen_cpu, gen_wall
@@ -46,9 +47,11 @@ def consume(truth, items):
 def body(truth: Truth) -> None:
     cpu, wall = time.thread_time_ns, time.perf_counter_ns
     for _ in truth.rounds_iter():
-        c0, w0 = cpu(), wall()
+        c0 = cpu()
+        w0 = wall()
         _acc, gen_cpu, gen_wall = consume(truth, ITEMS)
-        total_cpu, total_wall = cpu() - c0, wall() - w0
+        total_wall = wall() - w0
+        total_cpu = cpu() - c0
         truth.add("produce", gen_cpu, gen_wall)
         truth.add("consume", total_cpu - gen_cpu, total_wall - gen_wall)
 

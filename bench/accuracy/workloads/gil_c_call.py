@@ -29,7 +29,7 @@ def python_loop(n):
 def body(truth: Truth) -> None:
     for _ in truth.rounds_iter():
         truth.call(sort_big, DATA)
-        truth.call(python_loop, 100_000)
+        truth.call(python_loop, 400_000)
 
 
 if __name__ == "__main__":

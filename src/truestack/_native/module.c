@@ -1,0 +1,262 @@
+/* Python interface of truestack._native. Every function here runs with the
+ * GIL held; only sampler.c/walker.c/ring.c/safeload.c code marked
+ * TS_SIGNAL_SAFE runs in signal handlers. */
+#include "Python.h"
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "ring.h"
+#include "safeload.h"
+#include "sampler.h"
+#include "staging.h"
+#include "ts_version.h"
+#include "walker.h"
+
+const char *const ts_partial_names[TS_NREASONS] = {
+    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep",
+};
+static const char *const kind_names[] = {"python", "native", "shim", "?"};
+static const char *const state_names[] = {"unknown", "running", "idle"};
+
+static PyObject *errno_error(int neg) {
+    errno = -neg;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", NULL};
+    const char *mode, *timer = "auto";
+    long long interval;
+    int depth;
+    unsigned long long slots = 65536;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ks", kwlist, &mode, &interval, &depth, &slots, &timer))
+        return NULL;
+    int m = strcmp(mode, "cpu") == 0 ? TS_MODE_CPU : strcmp(mode, "wall") == 0 ? TS_MODE_WALL : -1;
+    if (m < 0) return PyErr_Format(PyExc_ValueError, "unknown mode %s", mode);
+    if (interval < 10000) return PyErr_Format(PyExc_ValueError, "interval below 10 us");
+    if (depth < 1 || depth > 4096) return PyErr_Format(PyExc_ValueError, "max_depth must be 1..4096");
+    if (slots < 1024 || slots > (1ULL << 24)) return PyErr_Format(PyExc_ValueError, "ring_slots out of range");
+    int pref = strcmp(timer, "perf") == 0 ? TS_TIMER_PERF : strcmp(timer, "timer_create") == 0 ? TS_TIMER_POSIX : 0;
+    if (ts_codehook_install() < 0) return NULL;
+    /* A different slot size replaces the ring: settle what it holds first. */
+    ts_fold(NULL, 1);
+    int rc = ts_sampler_start(m, interval, depth, slots, pref);
+    if (rc < 0) return errno_error(rc);
+    return PyUnicode_FromString(ts_timer_name(ts_sampler_timer()));
+}
+
+static PyObject *py_stop(PyObject *self, PyObject *unused) {
+    ts_sampler_stop();
+    Py_RETURN_NONE;
+}
+
+static PyObject *build_frames(ts_staging *st, ts_ssample *s) {
+    PyObject *t = PyTuple_New((Py_ssize_t)s->nframes * 2);
+    if (!t) return NULL;
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        ts_sframe *f = &st->frames[s->first + i];
+        PyTuple_SET_ITEM(t, 2 * i, f->obj);   /* steals the pin */
+        f->obj = NULL;
+        PyObject *off = PyLong_FromLong(f->off);
+        if (!off) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, 2 * i + 1, off);
+    }
+    return t;
+}
+
+static PyObject *py_drain(PyObject *self, PyObject *unused) {
+    ts_fold(NULL, 0);
+    ts_staging st = ts_staging_take();
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && i < st.n; i++) {
+        ts_ssample *s = &st.samples[i];
+        PyObject *frames = build_frames(&st, s);
+        PyObject *partial = s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None);
+        PyObject *item = frames && partial
+            ? Py_BuildValue("(iLLLsIOO)", s->tid, (long long)s->time_ns, (long long)s->weight_ns,
+                            (long long)s->cpu_delta_ns, state_names[s->state % 3], s->depth, partial, frames)
+            : NULL;
+        Py_XDECREF(frames);
+        Py_XDECREF(partial);
+        if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    for (size_t i = 0; i < st.nf; i++) Py_XDECREF(st.frames[i].obj);  /* left over after an error */
+    free(st.samples);
+    free(st.frames);
+    return out;
+}
+
+static long tstate_tid(PyThreadState *t) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return (long)t->native_thread_id;
+#else
+    /* glibc encodes the kernel tid in the thread's CPU clock id. */
+    clockid_t clk;
+    if (!t->thread_id || pthread_getcpuclockid((pthread_t)t->thread_id, &clk) != 0) return 0;
+    return (long)~((int)clk >> 3);
+#endif
+}
+
+static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
+    /* One GIL-held pass, so a thread registering itself meanwhile can't be
+     * mistaken for a dead one. */
+    if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    int live[4096], nlive = 0;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t; t = PyThreadState_Next(t)) {
+        long tid = tstate_tid(t);
+        if (tid <= 0 || nlive >= 4096) continue;
+        PyObject *ident = PyLong_FromUnsignedLong(t->thread_id);
+        if (!ident) { Py_DECREF(out); return NULL; }
+        int skip = PySet_Contains(exclude, ident);
+        if (!skip) {
+            live[nlive++] = (int)tid;
+            ts_register_thread((int)tid);
+            PyObject *pair = Py_BuildValue("(Oi)", ident, (int)tid);
+            if (!pair || PyList_Append(out, pair) < 0) { Py_XDECREF(pair); Py_DECREF(ident); Py_DECREF(out); return NULL; }
+            Py_DECREF(pair);
+        }
+        Py_DECREF(ident);
+    }
+    int reg[4096];
+    int n = ts_thread_tids(reg, 4096);
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        for (int j = 0; j < nlive && !found; j++) found = reg[i] == live[j];
+        if (!found) ts_unregister_thread(reg[i]);
+    }
+    return out;
+}
+
+static PyObject *py_register_current(PyObject *self, PyObject *unused) {
+    int tid = (int)syscall(SYS_gettid);
+    int rc = ts_register_thread(tid);
+    if (rc < 0 && rc != -ESRCH) return errno_error(rc);
+    return PyLong_FromLong(tid);
+}
+
+static PyObject *walk_list(int max_depth, ts_walk_result *r) {
+    if (max_depth < 1 || max_depth > 100000) return PyErr_Format(PyExc_ValueError, "max_depth out of range");
+    ts_rawframe *buf = PyMem_Malloc(sizeof(ts_rawframe) * (size_t)max_depth);
+    if (!buf) return PyErr_NoMemory();
+    if (ts_safeload_install() != 0) { PyMem_Free(buf); return PyErr_SetFromErrno(PyExc_OSError); }
+    ts_walk(ts_current_tstate(), buf, max_depth, r);
+    /* The frames are this thread's live frames: their code objects are alive. */
+    PyObject *out = PyList_New(r->nframes);
+    for (int i = 0; out && i < r->nframes; i++) {
+        PyObject *item = Py_BuildValue("(Ois)", (PyObject *)buf[i].code, TS_UNPACK_OFF(buf[i].off_kind),
+                                       kind_names[TS_UNPACK_KIND(buf[i].off_kind)]);
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    PyMem_Free(buf);
+    return out;
+}
+
+static PyObject *py_walk_current(PyObject *self, PyObject *arg) {
+    ts_walk_result r;
+    int max_depth = (int)PyLong_AsLong(arg);
+    if (max_depth == -1 && PyErr_Occurred()) return NULL;
+    return walk_list(max_depth, &r);
+}
+
+static PyObject *py_walk_current_info(PyObject *self, PyObject *arg) {
+    ts_walk_result r;
+    int max_depth = (int)PyLong_AsLong(arg);
+    if (max_depth == -1 && PyErr_Occurred()) return NULL;
+    PyObject *l = walk_list(max_depth, &r);
+    if (!l) return NULL;
+    return Py_BuildValue("(Niz)", l, r.depth, r.partial ? ts_partial_names[r.partial] : NULL);
+}
+
+static PyObject *py_code_line(PyObject *self, PyObject *args) {
+    PyObject *code;
+    int off;
+    if (!PyArg_ParseTuple(args, "O!i", &PyCode_Type, &code, &off)) return NULL;
+    return PyLong_FromLong(PyCode_Addr2Line((PyCodeObject *)code, off < 0 ? 0 : off));
+}
+
+#define C(name) (unsigned long long)atomic_load(&ts_C.name)
+static PyObject *py_stats(PyObject *self, PyObject *unused) {
+    PyObject *partial = PyDict_New();
+    if (!partial) return NULL;
+    for (int i = 1; i < TS_NREASONS; i++) {
+        unsigned long long v = atomic_load(&ts_C.partial[i]);
+        if (!v) continue;
+        PyObject *o = PyLong_FromUnsignedLongLong(v);
+        if (!o || PyDict_SetItemString(partial, ts_partial_names[i], o) < 0) { Py_XDECREF(o); Py_DECREF(partial); return NULL; }
+        Py_DECREF(o);
+    }
+    uint64_t used = atomic_load(&ts_R.head) - ts_R.tail;
+    return Py_BuildValue(
+        "{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}",
+        "signals", C(signals), "samples", C(samples), "dropped", C(dropped), "foreign_signals", C(foreign),
+        "late_signals", C(late), "overruns", C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
+        "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
+        "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
+        "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()),
+        "layout", ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches,
+        "code_hook", ts_codehook_kind(), "threads", ts_thread_count(), "active", ts_sampler_active(),
+        "forked_child", ts_forked_child);
+}
+
+static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(ts_codes_resolved_at_death);
+}
+
+static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
+    /* Called from os.register_at_fork: drop the parent's folded samples
+     * (the parent reports them; reporting them here would count them twice). */
+    ts_staging_forget_after_fork();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
+     "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto') -> timer name"},
+    {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
+    {"drain", py_drain, METH_NOARGS,
+     "drain() -> [(tid, time_ns, weight_ns, cpu_delta_ns, state, depth, partial, frames)]; frames is a flat "
+     "tuple leaf-first (obj, n, obj, n, ...): obj a code object and n its byte offset, or obj a "
+     "(qualname, filename, firstlineno) tuple (code already dead) and n its line."},
+    {"sync_threads", py_sync_threads, METH_O,
+     "sync_threads(exclude_idents: set) -> [(ident, tid)]: register live threads, unregister gone ones."},
+    {"register_current", py_register_current, METH_NOARGS, "Register the calling thread; returns its tid."},
+    {"walk_current", py_walk_current, METH_O,
+     "walk_current(max_depth) -> [(code, byte_offset, kind)], LEAF FIRST, from the same signal-safe walker."},
+    {"walk_current_info", py_walk_current_info, METH_O,
+     "walk_current_info(max_depth) -> (frames as walk_current, true_depth, partial_reason_or_None)"},
+    {"code_line", py_code_line, METH_VARARGS, "code_line(code, byte_offset) -> line (PyCode_Addr2Line)"},
+    {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
+    {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
+    {"after_fork_child", py_after_fork_child, METH_NOARGS, "Forget the parent's pending samples in a fork child."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "truestack._native",
+                                    "Asynchronous CPython stack sampler (signal-handler frame walker).", -1, methods};
+
+static void at_exit(void) { ts_sampler_stop(); }
+
+/* The validation oracle (validate_*.c, another component) adds its entry
+ * points when it is compiled in; weak so the module builds without it. */
+extern int ts_validate_add_methods(PyObject *module) __attribute__((weak));
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (ts_layout_init() < 0 || ts_tstate_key_init() < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    PyObject *reasons = PyTuple_New(TS_NREASONS - 1);
+    for (int i = 1; reasons && i < TS_NREASONS; i++)
+        PyTuple_SET_ITEM(reasons, i - 1, PyUnicode_FromString(ts_partial_names[i]));
+    if (!reasons || PyModule_AddObject(m, "PARTIAL_REASONS", reasons) < 0) { Py_XDECREF(reasons); Py_DECREF(m); return NULL; }
+    PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1);
+    if (ts_validate_add_methods && ts_validate_add_methods(m) < 0) { Py_DECREF(m); return NULL; }
+    Py_AtExit(at_exit);  /* last resort: timers never outlive the interpreter */
+    return m;
+}

@@ -1,0 +1,59 @@
+/* Bounded multi-producer single-consumer ring of fixed-size sample slots.
+ *
+ * Producers are signal handlers on any thread (lock-free claim by CAS on the
+ * head; a full ring drops the sample and counts it). The consumer is a
+ * GIL-holding thread (drain or the code destroy hook); the GIL makes it
+ * single. Each slot carries a sequence number (Vyukov's bounded queue):
+ * seq == pos: free for the producer of position pos; seq == pos + 1:
+ * committed; the consumer hands it back as pos + capacity.
+ */
+#ifndef TS_RING_H
+#define TS_RING_H
+#include "ts_common.h"
+
+typedef struct {
+    _Atomic uint64_t seq;
+    int32_t tid;
+    uint16_t nframes;
+    uint8_t state;
+    uint8_t partial;
+    uint32_t depth;
+    uint32_t overrun;
+    int64_t time_ns;
+    int64_t weight_ns;
+    int64_t cpu_delta_ns;
+    ts_rawframe frames[];
+} ts_slot;
+
+typedef struct {
+    _Atomic uint64_t head;
+    char pad[56];
+    uint64_t tail;
+    uint64_t capacity;     /* power of two */
+    uint64_t slot_size;
+    int max_frames;
+    char *mem;
+    size_t mem_size;
+} ts_ring;
+
+extern ts_ring ts_R;
+
+int ts_ring_init(uint64_t capacity, int max_frames);   /* GIL held, not running */
+void ts_ring_free(void);
+void ts_ring_reset_after_fork(void);
+
+static inline ts_slot *ts_ring_slot(uint64_t pos) {
+    return (ts_slot *)(ts_R.mem + (pos & (ts_R.capacity - 1)) * ts_R.slot_size);
+}
+
+TS_HIDDEN_BEGIN
+/* Claims a slot (NULL when full) and publishes it. */
+TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *pos);
+TS_SIGNAL_SAFE void ts_ring_commit(ts_slot *s, uint64_t pos);
+TS_HIDDEN_END
+
+/* Consumer side: the next committed slot or NULL. With wait_busy, waits
+ * (bounded) for an in-progress slot to be committed rather than stopping. */
+ts_slot *ts_ring_peek(int wait_busy);
+void ts_ring_release(ts_slot *s);
+#endif

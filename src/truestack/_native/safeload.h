@@ -1,0 +1,49 @@
+/* Fault-tolerant memory loads for the signal-time walker.
+ *
+ * ts_load() reads one aligned machine word; if the address is unmapped the
+ * SIGSEGV/SIGBUS handler installed by ts_safeload_install() skips the load
+ * and sets *fault instead of killing the process. Faults anywhere else are
+ * handed to the handler that was installed before ours.
+ */
+#ifndef TS_SAFELOAD_H
+#define TS_SAFELOAD_H
+#include "ts_common.h"
+
+#if defined(__x86_64__)
+#define TS_HAVE_SAFE_LOAD 1
+/* The one-instruction load (safeload.c); faults resume at its fixup. */
+/* Hidden: called directly, not through the PLT. */
+__attribute__((visibility("hidden"))) uint64_t ts_safe_load_asm(uintptr_t addr, int *fault);
+#else
+#define TS_HAVE_SAFE_LOAD 0
+#endif
+
+/* Returns the 8-byte word at addr, or 0 with *fault = 1 when addr is
+ * misaligned, in the first page, non-canonical, or unmapped. Once *fault
+ * is set every further load returns 0, so callers check once at the end. */
+TS_SIGNAL_SAFE static inline uint64_t ts_load(uintptr_t addr, int *fault) {
+    if (*fault) return 0;
+    if ((addr & 7) || addr < 4096 || addr > 0x00007fffffffffffULL) {
+        *fault = 1;
+        return 0;
+    }
+#if TS_HAVE_SAFE_LOAD
+    return ts_safe_load_asm(addr, fault);
+#else
+    /* No fault-tolerant load on this architecture: plausibility checks only. */
+    return *(volatile uint64_t *)addr;
+#endif
+}
+
+/* Loads a narrower field (size 1, 2 or 4, naturally aligned). */
+TS_SIGNAL_SAFE static inline uint64_t ts_load_sized(uintptr_t addr, int size, int *fault) {
+    uintptr_t base = addr & ~(uintptr_t)7;
+    uint64_t word = ts_load(base, fault) >> ((unsigned)(addr - base) * 8);
+    return size >= 8 ? word : word & ((1ULL << (size * 8)) - 1);
+}
+
+/* Installs the SIGSEGV/SIGBUS handlers once per process (GIL held). */
+int ts_safeload_install(void);
+/* How many faults the loads absorbed (statistics). */
+extern _Atomic uint64_t ts_faults_absorbed;
+#endif

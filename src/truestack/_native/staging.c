@@ -1,0 +1,138 @@
+#include "staging.h"
+#include "ring.h"
+#include "sampler.h"
+#include <stdlib.h>
+
+ts_staging ts_S;
+uint64_t ts_codes_resolved_at_death;
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (!p) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+PyObject *ts_code_identity(PyObject *code) {
+    PyCodeObject *co = (PyCodeObject *)code;
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *name = co->co_qualname;
+#else
+    PyObject *name = co->co_name;
+#endif
+    return Py_BuildValue("(OOi)", name, co->co_filename, co->co_firstlineno);
+}
+
+void ts_fold(PyObject *dying, int wait_busy) {
+    /* No Python allocation inside the loop: an allocation can run the GC,
+     * the GC can free a code object, and its hook would fold re-entrantly
+     * while this loop holds a slot. The dying code's identity is built
+     * before the loop; its lines need no allocation. */
+    PyObject *ident = NULL;
+    if (dying) {
+        ident = ts_code_identity(dying);
+        if (!ident) PyErr_Clear();
+    }
+    ts_slot *s;
+    while ((s = ts_ring_peek(wait_busy)) != NULL) {
+        if (grow((void **)&ts_S.samples, &ts_S.cap, ts_S.n + 1, sizeof(ts_ssample)) ||
+            grow((void **)&ts_S.frames, &ts_S.capf, ts_S.nf + s->nframes, sizeof(ts_sframe))) {
+            atomic_fetch_add(&ts_C.dropped, 1);  /* out of memory: lose the sample, never a wrong one */
+            ts_ring_release(s);
+            continue;
+        }
+        ts_ssample *d = &ts_S.samples[ts_S.n++];
+        d->tid = s->tid;
+        d->state = s->state;
+        d->partial = s->partial;
+        d->depth = s->depth;
+        d->time_ns = s->time_ns;
+        d->weight_ns = s->weight_ns;
+        d->cpu_delta_ns = s->cpu_delta_ns;
+        d->first = ts_S.nf;
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < s->nframes; i++) {
+            PyObject *code = (PyObject *)s->frames[i].code;
+            int off = TS_UNPACK_OFF(s->frames[i].off_kind);
+            int kind = TS_UNPACK_KIND(s->frames[i].off_kind);
+            PyObject *obj;
+            if (code == dying) {
+                if (!ident) continue;
+                int line = PyCode_Addr2Line((PyCodeObject *)code, off < 0 ? 0 : off);
+                obj = Py_NewRef(ident);
+                off = line < 0 ? 0 : line;
+                kind |= TS_KIND_RESOLVED;
+                ts_codes_resolved_at_death++;
+            } else {
+                obj = Py_NewRef(code);
+            }
+            ts_sframe *f = &ts_S.frames[ts_S.nf++];
+            f->obj = obj;
+            f->off = off;
+            f->kind = kind;
+            kept++;
+        }
+        d->nframes = kept;
+        ts_ring_release(s);
+    }
+    Py_XDECREF(ident);
+}
+
+ts_staging ts_staging_take(void) {
+    ts_staging out = ts_S;
+    ts_S.samples = NULL;
+    ts_S.frames = NULL;
+    ts_S.n = ts_S.cap = ts_S.nf = ts_S.capf = 0;
+    return out;
+}
+
+void ts_staging_forget_after_fork(void) {
+    /* The parent's samples: leak the pins rather than report them twice. */
+    ts_S.n = 0;
+    ts_S.nf = 0;
+}
+
+/* -- destroy hook ------------------------------------------------------ */
+
+static void settle(PyObject *code) {
+    /* Cheap when nothing is pending: one load of the ring head. */
+    if (!ts_R.mem || atomic_load_explicit(&ts_R.head, memory_order_acquire) == ts_R.tail) return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    uint64_t before = ts_R.tail;
+    ts_fold(code, 1);
+    if (atomic_load(&ts_R.head) != ts_R.tail && ts_R.tail == before) atomic_fetch_add(&ts_C.settle_timeouts, 1);
+    PyErr_Restore(et, ev, tb);
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+static int code_watcher(PyCodeEvent event, PyCodeObject *co) {
+    if (event == PY_CODE_EVENT_DESTROY) settle((PyObject *)co);
+    return 0;
+}
+static int hook_installed;
+int ts_codehook_install(void) {
+    if (hook_installed) return 0;
+    if (PyCode_AddWatcher(code_watcher) < 0) return -1;
+    hook_installed = 1;
+    return 0;
+}
+const char *ts_codehook_kind(void) { return "PyCode_AddWatcher"; }
+#else
+static destructor orig_code_dealloc;
+static void code_dealloc_hook(PyObject *co) {
+    settle(co);
+    orig_code_dealloc(co);
+}
+int ts_codehook_install(void) {
+    if (orig_code_dealloc) return 0;
+    orig_code_dealloc = PyCode_Type.tp_dealloc;
+    PyCode_Type.tp_dealloc = code_dealloc_hook;
+    return 0;
+}
+const char *ts_codehook_kind(void) { return "PyCode_Type.tp_dealloc wrapper"; }
+#endif

@@ -1,0 +1,29 @@
+/* The signal-safe frame walker, usable by any .c file of the extension.
+ *
+ * ts_walk() walks the interpreter frames of `tstate` (normally the calling
+ * thread's own, found with ts_current_tstate()) from the leaf towards the
+ * root and records at most `max` frames, leaf first, into `out`. It never
+ * dereferences memory except through fault-tolerant loads, checks every
+ * frame for plausibility, skips incomplete and shim frames, and keeps
+ * counting after `max` so the result carries the true depth.
+ */
+#ifndef TS_WALKER_H
+#define TS_WALKER_H
+#include "ts_common.h"
+
+typedef struct {
+    int nframes;   /* frames written to out (leaf first) */
+    int depth;     /* true depth counted (>= nframes unless partial) */
+    int partial;   /* TS_OK or a TS_* reason code */
+} ts_walk_result;
+
+TS_HIDDEN_BEGIN
+/* This thread's own PyThreadState, or NULL (works without the GIL). */
+TS_SIGNAL_SAFE void *ts_current_tstate(void);
+
+TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_result *res);
+
+/* Native thread id stored in the thread state (0 if unavailable). */
+TS_SIGNAL_SAFE long ts_tstate_native_tid(void *tstate);
+TS_HIDDEN_END
+#endif

@@ -1,0 +1,255 @@
+"""The breakpoint table: where breakpoints are and which code objects they touch.
+
+Breakpoints are keyed by canonical file name and line, so they apply to every
+code object compiled from that file (including ones not created yet). Backends
+ask `code_has_breaks(code)` once per code object to decide whether to trace it.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import linecache
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+
+
+class BreakpointError(Exception):
+    """A breakpoint request that cannot be honoured (bad file, line or function)."""
+
+
+_canonic_cache: dict[str, str] = {}
+
+
+def canonic(filename: str) -> str:
+    """Absolute, normalised file name; pseudo-files like '<string>' stay as they are."""
+    result = _canonic_cache.get(filename)
+    if result is None:
+        if filename.startswith("<") and filename.endswith(">"):
+            result = filename
+        else:
+            result = os.path.normcase(os.path.abspath(filename))
+        _canonic_cache[filename] = result
+    return result
+
+
+_code_lines_cache: dict[types.CodeType, frozenset[int]] = {}
+
+
+def code_lines(code: types.CodeType) -> frozenset[int]:
+    """Lines that have instructions in this code object (nested functions excluded)."""
+    lines = _code_lines_cache.get(code)
+    if lines is None:
+        lines = frozenset(line for _s, _e, line in code.co_lines() if line is not None)
+        _code_lines_cache[code] = lines
+    return lines
+
+
+def _all_code(code: types.CodeType):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _all_code(const)
+
+
+def executable_lines(filename: str) -> list[int]:
+    """Sorted line numbers holding code anywhere in the file (empty if unreadable)."""
+    source = "".join(linecache.getlines(filename))
+    if not source:
+        return []
+    try:
+        top = compile(source, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return []
+    return sorted({line for code in _all_code(top) for line in code_lines(code)})
+
+
+def first_body_line(code: types.CodeType) -> int:
+    """Where a function breakpoint goes: the first line of the body, as pdb does."""
+    body = [line for line in code_lines(code) if line > code.co_firstlineno]
+    return min(body) if body else code.co_firstlineno
+
+
+def resolve_file(name: str) -> str:
+    """Find the file a user means: a path, or the tail of a loaded module's path."""
+    if os.path.exists(name):
+        return canonic(name)
+    if name.startswith("<") and name.endswith(">"):
+        return name
+    tail = os.sep + name.lstrip(os.sep)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and (path == name or path.endswith(tail)):
+            return canonic(path)
+    for entry in sys.path:
+        candidate = os.path.join(entry or os.curdir, name)
+        if os.path.exists(candidate):
+            return canonic(candidate)
+    raise BreakpointError(f"no such file: {name}")
+
+
+def find_code_in_file(filename: str, qualname: str) -> types.CodeType | None:
+    """A function's code found by qualified name in a file's source, for
+    functions whose `def` has not run yet (like pdb's `b func` at the start)."""
+    source = "".join(linecache.getlines(filename))
+    try:
+        top = compile(source, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+
+    def walk(code: types.CodeType, prefix: str):
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                name = getattr(const, "co_qualname", prefix + const.co_name)
+                if name == qualname:
+                    return const
+                # 3.10 has no co_qualname: approximate it (classes and functions alike)
+                found = walk(const, name + ".")
+                if found is not None:
+                    return found
+        return None
+
+    return walk(top, "")
+
+
+def resolve_function(spec: object, namespace: dict | None = None, filename: str | None = None) -> types.CodeType:
+    """Code object of a function given as an object, 'module:qualname', or a name
+    visible in `namespace` (the stopped frame's globals and locals) or defined
+    in `filename` (the current file)."""
+    obj = spec
+    if isinstance(spec, str):
+        if ":" in spec:
+            modname, _, qualname = spec.partition(":")
+            module = sys.modules.get(modname)
+            if module is None:
+                try:
+                    module = importlib.import_module(modname)
+                except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+                    raise BreakpointError(f"cannot import module {modname!r}: {exc}") from None
+            obj, path = module, qualname
+            if not hasattr(module, qualname.partition(".")[0]) and getattr(module, "__file__", None):
+                code = find_code_in_file(module.__file__, qualname)
+                if code is not None:
+                    return code
+        else:
+            head, _, path = spec.partition(".")
+            if (namespace is None or head not in namespace) and filename:
+                code = find_code_in_file(filename, spec)
+                if code is not None:
+                    return code
+            if namespace is None or head not in namespace:
+                raise BreakpointError(
+                    f"no function named {head!r} here (use 'module:qualname' or pass the function)")
+            obj = namespace[head]
+        for part in filter(None, path.split(".")):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise BreakpointError(f"no function {spec!r}: {part!r} not found") from None
+    obj = inspect.unwrap(obj) if callable(obj) else obj
+    if isinstance(obj, (classmethod, staticmethod)):
+        obj = obj.__func__
+    obj = getattr(obj, "__func__", obj)  # bound methods
+    code = getattr(obj, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        raise BreakpointError(f"{spec!r} is not a Python function (no code to break in)")
+    return code
+
+
+@dataclass(eq=False)
+class Breakpoint:
+    id: int
+    file: str  # canonical
+    line: int
+    cond: str | None = None
+    temporary: bool = False
+    func: str | None = None  # label for function breakpoints
+    enabled: bool = True
+    hits: int = 0
+    cond_code: types.CodeType | None = field(default=None, repr=False)
+
+    def describe(self) -> str:
+        where = f"{self.file}:{self.line}"
+        parts = [f"{'Temporary breakpoint' if self.temporary else 'Breakpoint'} {self.id} at {where}"]
+        if self.func:
+            parts.append(f"in {self.func}")
+        if self.cond:
+            parts.append(f"if {self.cond}")
+        return " ".join(parts)
+
+
+class BreakpointTable:
+    def __init__(self) -> None:
+        self._next_id = 1
+        self._by_id: dict[int, Breakpoint] = {}
+        # raw co_filename -> {line: [Breakpoint]}; raw names avoid canonicalising on the hot path
+        self._by_file: dict[str, dict[int, list[Breakpoint]]] = {}
+        self._raw_names: dict[str, dict[int, list[Breakpoint]] | None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_id)
+
+    def all(self) -> list[Breakpoint]:
+        return sorted(self._by_id.values(), key=lambda b: b.id)
+
+    def get(self, bp_id: int) -> Breakpoint:
+        try:
+            return self._by_id[int(bp_id)]
+        except (KeyError, ValueError, TypeError):
+            raise BreakpointError(f"no breakpoint number {bp_id}") from None
+
+    def add(self, file: str, line: int, cond: str | None = None, temporary: bool = False,
+            func: str | None = None, exact: bool = False) -> tuple[Breakpoint, int | None]:
+        """Add a breakpoint; returns it and the requested line when it had to move."""
+        cond_code = None
+        if cond:
+            try:
+                cond_code = compile(cond, "<condition>", "eval")
+            except SyntaxError as exc:
+                raise BreakpointError(f"bad condition {cond!r}: {exc.msg}") from None
+        moved_from = None
+        if not exact:
+            lines = executable_lines(file)
+            if not lines:
+                raise BreakpointError(f"cannot read Python source of {file}")
+            if line not in lines:
+                later = [candidate for candidate in lines if candidate > line]
+                if not later:
+                    raise BreakpointError(f"no code at or after line {line} in {file}")
+                moved_from, line = line, later[0]
+        bp = Breakpoint(self._next_id, file, line, cond, temporary, func, cond_code=cond_code)
+        self._next_id += 1
+        self._by_id[bp.id] = bp
+        self._by_file.setdefault(file, {}).setdefault(line, []).append(bp)
+        self._raw_names.clear()
+        return bp, moved_from
+
+    def remove(self, bp_id: int) -> Breakpoint:
+        bp = self.get(bp_id)
+        del self._by_id[bp.id]
+        at_line = self._by_file[bp.file][bp.line]
+        at_line.remove(bp)
+        if not at_line:
+            del self._by_file[bp.file][bp.line]
+            if not self._by_file[bp.file]:
+                del self._by_file[bp.file]
+        self._raw_names.clear()
+        return bp
+
+    def clear(self) -> None:
+        for bp_id in list(self._by_id):
+            self.remove(bp_id)
+
+    def lines_in(self, co_filename: str) -> dict[int, list[Breakpoint]] | None:
+        """Breakpoints of a file by line, looked up by a code object's raw file name."""
+        try:
+            return self._raw_names[co_filename]
+        except KeyError:
+            lines = self._by_file.get(canonic(co_filename))
+            self._raw_names[co_filename] = lines
+            return lines
+
+    def code_has_breaks(self, code: types.CodeType) -> bool:
+        lines = self.lines_in(code.co_filename)
+        return bool(lines) and not code_lines(code).isdisjoint(lines)

@@ -1,0 +1,78 @@
+"""Running shell input inside a stopped frame.
+
+The code runs in one merged namespace (scratch names < helpers < globals <
+locals), so locals shadow globals as in the frame's own code and closures,
+lambdas and comprehensions typed in the shell can see the locals. Afterwards
+every changed name is written back where it came from: locals into the frame
+(PyFrame_LocalsToFast before 3.13, the write-through f_locals proxy on 3.13),
+globals into the module, new names into a scratch dict kept for the session.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+_MISSING = object()
+
+
+def write_locals(frame: types.FrameType, changes: dict) -> None:
+    if not changes:
+        return
+    if sys.version_info >= (3, 13):
+        proxy = frame.f_locals
+        for name, value in changes.items():
+            proxy[name] = value
+        return
+    snapshot = frame.f_locals  # refreshes the dict from the fast locals first
+    snapshot.update(changes)
+    ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+
+
+class FrameNamespace:
+    """The merged namespace for one piece of shell input, and its write-back."""
+
+    def __init__(self, frame: types.FrameType, helpers: dict, scratch: dict) -> None:
+        self.frame = frame
+        self.scratch = scratch
+        self.glob = frame.f_globals
+        loc = frame.f_locals
+        self.module_level = loc is self.glob
+        self.loc = dict(loc)
+        ns: dict = dict(scratch)
+        ns.update(helpers)
+        ns.update(self.glob)
+        ns.update(self.loc)
+        self.ns = ns
+        self.before = dict(ns)
+
+    def commit(self, ns: dict | None = None) -> None:
+        """Write changed names back where they came from (see module docstring)."""
+        ns = self.ns if ns is None else ns
+        glob, loc, scratch, before = self.glob, self.loc, self.scratch, self.before
+        local_changes = {}
+        for name, value in ns.items():
+            if before.get(name, _MISSING) is value:
+                continue
+            if name in loc and not self.module_level:
+                local_changes[name] = value
+                loc[name] = value
+            elif name in glob or self.module_level:
+                glob[name] = value
+            else:
+                scratch[name] = value
+        for name in before.keys() - ns.keys():
+            if name in glob and name not in loc:
+                del glob[name]
+            scratch.pop(name, None)
+        write_locals(self.frame, local_changes)
+        self.before = dict(ns)
+
+
+def run_in_frame(code: types.CodeType, frame: types.FrameType, helpers: dict, scratch: dict):
+    """exec/eval `code` as if typed in `frame`; returns the value for 'eval' code."""
+    view = FrameNamespace(frame, helpers, scratch)
+    try:
+        return eval(code, view.ns)
+    finally:
+        view.commit()

@@ -1,0 +1,302 @@
+"""Native engines: stacks walked by a C signal handler (`truestack._native`).
+
+`NativeCpuEngine` samples each thread in proportion to its own CPU time
+(perf_event task-clock per thread when the kernel allows it, else a
+per-thread CPU-clock POSIX timer); each sample weighs the thread's CPU time
+since its previous sample, read from its CPU clock inside the handler.
+`NativeWallEngine` has a native sampler thread signal every registered thread
+at the rate, idle or not; a sample is "running" when the thread used at least
+half an interval of CPU since its previous sample, else "idle".
+
+Threads: every Python thread of the main interpreter is sampled — threads
+that existed before start(), `threading` threads (a self-removing
+`threading.setprofile` hook registers each one as it starts, unless another
+profile hook is set) and `_thread` threads (found by the walk of the
+interpreter's thread states done at start and at every drain). Threads whose
+thread state is gone are deregistered at the next drain, and the wall sampler
+never signals a tid again after the kernel said it was gone. Threads named
+``truestack-*`` (the collector) are not sampled.
+
+fork(): the child stops sampling cleanly. No timer, sampler thread or
+pending sample of the parent survives in it; `drain()` returns nothing and
+`stats().notes` says so; the child may start a new engine.
+
+Wall mode interrupts blocking system calls with SIGPROF. Python's own calls
+retry (PEP 475); third-party C code that does not handle EINTR may see it.
+
+One native engine can run at a time per process (the C core is global).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+from ..samples import Frame, Sample, SamplerStats
+from .base import Engine, EngineUnavailable
+
+try:
+    from .. import _native
+except ImportError as exc:  # extension not built for this interpreter
+    _native = None  # type: ignore[assignment]
+    _IMPORT_ERROR: str = str(exc)
+else:
+    _IMPORT_ERROR = ""
+
+_OWN_PREFIX = "truestack-"
+_TRUNCATED = Frame("[truncated]", "", 0, 0, "truncated")
+_CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
+_SYNC_INTERVAL_S = 0.02
+_active: "_NativeEngine | None" = None
+_forked = False
+
+
+def _is_shim(code: types.CodeType) -> bool:
+    # 3.13 pushes a static `__init__` cleanup shim (owned by the thread, so
+    # the walker cannot tell it from a real frame); its filename gives it away.
+    return code.co_filename == "__init__" and code.co_name == "__init__"
+
+
+class _NativeEngine(Engine):
+    """Shared machinery of the two native engines (see the module docstring)."""
+
+    biased = False
+
+    def __init__(self, mode: str, rate_hz: float, max_depth: int, ring_slots: int = 65536,
+                 timer: str | None = None) -> None:
+        super().__init__(mode, rate_hz, max_depth)
+        if _native is None:
+            raise EngineUnavailable(f"truestack._native cannot be imported: {_IMPORT_ERROR}")
+        if not 1 <= max_depth <= 4096:
+            raise ValueError("max_depth must be between 1 and 4096")
+        self.ring_slots = int(ring_slots)
+        self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
+        self._interval_ns = max(10_000, int(round(1e9 / self.rate_hz)))
+        self._lock = threading.RLock()
+        self._running = False
+        self._timer = ""
+        self._names: dict[int, str] = {}
+        self._codes: dict[int, tuple[types.CodeType, dict[int, Frame | None]]] = {}
+        self._dead_frames: dict[tuple[Any, int], Frame] = {}
+        self._started_at = 0.0
+        self._elapsed = 0.0
+        self._base: dict[str, Any] = {}
+        self._drained = 0
+        self._partial: dict[str, int] = {}
+        self._hooked = False
+        self._hook_used = False
+        self._last_sync = 0.0
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> None:
+        global _active, _forked
+        with self._lock:
+            _forked = False
+            if self._running:
+                raise RuntimeError("engine already started")
+            if _active is not None and _active is not self:
+                raise RuntimeError("another native engine is already running in this process")
+            try:
+                self._timer = _native.start(self.mode, self._interval_ns, self.max_depth, self.ring_slots,
+                                            self.timer_pref)
+            except (OSError, ValueError) as exc:
+                raise EngineUnavailable(f"cannot start native {self.mode} sampling: {exc}") from exc
+            _active = self
+            self._running = True
+            if not self._base:
+                self._base = _native.stats()
+            self._started_at = time.monotonic()
+            self._install_thread_hook()
+            self._sync_threads(force=True)
+
+    def stop(self) -> None:
+        global _active
+        with self._lock:
+            if not self._running:
+                return
+            _native.stop()
+            self._running = False
+            if _active is self:
+                _active = None
+            self._remove_thread_hook()
+            self._elapsed += time.monotonic() - self._started_at
+
+    # -- threads -----------------------------------------------------------
+    def _register_hook(self, frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(None)
+        try:
+            name = threading.current_thread().name
+            if self._running and not name.startswith(_OWN_PREFIX):
+                self._names[_native.register_current()] = name
+        except Exception:  # noqa: BLE001 - never break the user's thread
+            pass
+
+    def _install_thread_hook(self) -> None:
+        getprofile = getattr(threading, "getprofile", None)  # 3.10+
+        if getprofile is not None and getprofile() is None:
+            threading.setprofile(self._register_hook)
+            self._hooked = self._hook_used = True
+
+    def _remove_thread_hook(self) -> None:
+        if self._hooked and threading.getprofile() == self._register_hook:
+            threading.setprofile(None)
+        self._hooked = False
+
+    def _sync_threads(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_sync < _SYNC_INTERVAL_S:
+            return
+        self._last_sync = now
+        by_ident = {t.ident: t.name for t in threading.enumerate()}
+        exclude = {ident for ident, name in by_ident.items() if name.startswith(_OWN_PREFIX)}
+        for ident, tid in _native.sync_threads(exclude):
+            name = by_ident.get(ident)
+            if name is not None or tid not in self._names:
+                self._names[tid] = name or f"thread-{tid}"
+
+    # -- samples -------------------------------------------------------------
+    def drain(self) -> list[Sample]:
+        with self._lock:
+            if _forked:
+                return []
+            if self._running:
+                self._sync_threads()
+            raw = _native.drain()
+            out = []
+            for tid, time_ns, weight, cpu_delta, state, depth, partial, flat in raw:
+                frames = self._resolve(flat)
+                if partial is not None:
+                    self._partial[partial] = self._partial.get(partial, 0) + 1
+                elif depth > len(frames):
+                    frames = (_TRUNCATED, *frames)
+                out.append(Sample(
+                    thread_id=tid, thread_name=self._names.get(tid) or f"thread-{tid}", time_ns=time_ns,
+                    weight_ns=weight, frames=frames, cpu_delta_ns=cpu_delta, state=state, depth=depth,
+                    partial=partial,
+                ))
+            self._drained += len(out)
+            return out
+
+    def _resolve(self, flat: tuple) -> tuple[Frame, ...]:
+        """Raw leaf-first (obj, n) pairs → interned Frames, root first."""
+        frames: list[Frame] = []
+        codes = self._codes
+        for i in range(len(flat) - 2, -1, -2):
+            obj, n = flat[i], flat[i + 1]
+            if type(obj) is tuple:  # the code died before this drain: resolved by the destroy hook
+                key = (obj, n)
+                frame = self._dead_frames.get(key)
+                if frame is None:
+                    if len(self._dead_frames) > _CACHE_LIMIT:
+                        self._dead_frames.clear()
+                    frame = self._dead_frames[key] = Frame(obj[0], obj[1], n, obj[2])
+                frames.append(frame)
+                continue
+            entry = codes.get(id(obj))
+            if entry is None or entry[0] is not obj:
+                if len(codes) > _CACHE_LIMIT:
+                    codes.clear()  # releases the pinned code objects
+                entry = codes[id(obj)] = (obj, {})
+            by_off = entry[1]
+            if n in by_off:
+                frame = by_off[n]
+            else:
+                frame = by_off[n] = None if _is_shim(obj) else Frame(
+                    getattr(obj, "co_qualname", obj.co_name), obj.co_filename,
+                    max(_native.code_line(obj, n), 0), obj.co_firstlineno)
+            if frame is not None:
+                frames.append(frame)
+        return tuple(frames)
+
+    # -- stats ---------------------------------------------------------------
+    def stats(self) -> SamplerStats:
+        raw = _native.stats()
+        base = self._base or raw
+
+        def delta(key: str) -> int:
+            return int(raw[key]) - int(base.get(key, 0))
+
+        elapsed = self._elapsed + (time.monotonic() - self._started_at if self._running else 0.0)
+        samples = delta("samples")
+        if self.mode == "cpu":
+            cpu_s = delta("weight_ns") / 1e9
+            achieved = samples / cpu_s if cpu_s > 0 else 0.0  # per second of sampled CPU time
+        else:
+            achieved = delta("wakeups") / elapsed if elapsed > 0 else 0.0  # sampler rounds actually run
+        partial: dict[str, int] = {}
+        for reason, count in raw["partial"].items():
+            n = count - base["partial"].get(reason, 0) if base is not raw else count
+            if n:
+                partial[reason] = n
+        notes = []
+        if _forked:
+            notes.append("forked child: sampling stopped at fork (the parent keeps profiling)")
+        if self.mode == "wall":
+            notes.append("wall mode interrupts blocking system calls (EINTR) in C code that does not retry")
+        return SamplerStats(
+            engine=self.name, mode=self.mode, requested_rate_hz=self.rate_hz, achieved_rate_hz=achieved,
+            samples=samples, dropped=delta("dropped"), partial=partial, duration_s=elapsed, biased=False,
+            timer=self._timer or raw["timer"], notes=notes,
+            extra={
+                "ring_capacity": raw["ring_capacity"], "ring_used": raw["ring_used"],
+                "signals": delta("signals"), "late_signals": delta("late_signals"),
+                "foreign_signals": delta("foreign_signals"), "overruns": delta("overruns"),
+                "wall_ticks": delta("ticks"), "wall_wakeups": delta("wakeups"), "faults_absorbed": delta("faults_absorbed"),
+                "settle_timeouts": delta("settle_timeouts"), "threads_registered": raw["threads"],
+                "layout": raw["layout"], "code_hook": raw["code_hook"], "samples_drained": self._drained,
+                "interval_ns": self._interval_ns, "max_depth": self.max_depth,
+                "thread_hook": "threading.setprofile" if self._hook_used else "thread-state walk only",
+                "codes_resolved_at_death": _native.codes_resolved_at_death(),
+            },
+        )
+
+
+class NativeCpuEngine(_NativeEngine):
+    """CPU-time sampling: each thread in proportion to its own CPU time."""
+
+    name = "native-cpu"
+
+    def __init__(self, mode: str = "cpu", rate_hz: float = 100, max_depth: int = 128, **kw: Any) -> None:
+        super().__init__(mode, rate_hz, max_depth, **kw)
+        if self.mode != "cpu":
+            raise ValueError("NativeCpuEngine samples in cpu mode")
+
+
+class NativeWallEngine(_NativeEngine):
+    """Wall-clock sampling: every registered thread at the rate, idle ones too."""
+
+    name = "native-wall"
+
+    def __init__(self, mode: str = "wall", rate_hz: float = 100, max_depth: int = 128, **kw: Any) -> None:
+        super().__init__(mode, rate_hz, max_depth, **kw)
+        if self.mode != "wall":
+            raise ValueError("NativeWallEngine samples in wall mode")
+
+
+def _stop_active_at_exit() -> None:
+    # Timers must not fire into a half-finalised interpreter.
+    engine = _active
+    if engine is not None:
+        try:
+            engine.stop()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            _native.stop()
+
+
+def _after_fork_in_child() -> None:
+    global _forked, _active
+    if _active is not None or _forked:
+        _forked = True
+        _active = None
+    _native.after_fork_child()
+
+
+if _native is not None:
+    atexit.register(_stop_active_at_exit)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["NativeCpuEngine", "NativeWallEngine"]

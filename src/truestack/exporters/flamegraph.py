@@ -1,0 +1,193 @@
+"""Interactive flame graph: one self-contained HTML file (no network access needed).
+
+The page's script and style live in ``assets/`` and are inlined at export. The
+data is one JSON document in a ``<script type="application/json">`` element:
+
+    strings  every function name and file path, once
+    funcs    flat [name string, file string, first line] triples
+    frames   flat [func, line, kind] triples
+    parents  per call-tree node (node 0 is the implicit root, not listed):
+             node index minus its parent's index, so it is mostly small
+    nframe   per call-tree node: its frame
+    threads  per thread: tid, name, and its non-zero self totals as
+             delta-encoded node indices with parallel sample counts and
+             weights (ns); the page sums them up the tree itself
+
+The call tree is the profile's stack prefix tree restricted to stacks that
+some thread reached, so one tree serves every thread and the merged view.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from ..model import Profile
+from ..model.tables import KINDS
+
+DATA_VERSION = 1
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def export(profile: Profile) -> bytes:
+    data = json_for_html(build_data(profile))
+    parts = {
+        "title": html.escape(_title(profile)),
+        "header": _header_html(profile),
+        "css": _asset("flamegraph.css", "</style"),
+        "js": _asset("flamegraph.js", "</script"),
+        "data": data,
+    }
+    template = _asset("flamegraph.html", None)
+    # One pass over the template only, so placeholder-like text inside the data stays as it is.
+    page = _PLACEHOLDER.sub(lambda m: parts[m.group(1)], template)
+    return page.encode("utf-8")
+
+
+def json_for_html(obj: Any) -> str:
+    """JSON that can sit inside a <script> element: no '<', '>', '&' or line separators appear raw."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # Outside string literals JSON never contains these characters, so escaping them everywhere is exact.
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def build_data(profile: Profile) -> dict[str, Any]:
+    """The embedded document (see the module docstring)."""
+    per_thread = {tid: profile.stack_totals([tid]) for tid in profile.threads}
+    prefix = profile.stacks.prefix
+    used: set[int] = set()
+    for totals in per_thread.values():
+        for stack in totals:
+            while stack >= 0 and stack not in used:
+                used.add(stack)
+                stack = prefix[stack]
+    # A stack's prefix has a smaller index, so ascending order lists parents first.
+    order = sorted(used)
+    node_of = {-1: 0}
+    for i, stack in enumerate(order, 1):
+        node_of[stack] = i
+
+    frame_of: dict[int, int] = {}
+    func_of: dict[int, int] = {}
+    string_of: dict[int, int] = {}
+    strings: list[str] = []
+    funcs: list[int] = []
+    frames: list[int] = []
+
+    def string(idx: int) -> int:
+        out = string_of.get(idx)
+        if out is None:
+            out = string_of[idx] = len(strings)
+            strings.append(profile.strings[idx])
+        return out
+
+    def frame(idx: int) -> int:
+        out = frame_of.get(idx)
+        if out is None:
+            row = profile.frames[idx]
+            func = func_of.get(row.func)
+            if func is None:
+                f = profile.funcs[row.func]
+                func = func_of[row.func] = len(funcs) // 3
+                funcs.extend((string(f.name), string(f.file), f.first_line))
+            out = frame_of[idx] = len(frames) // 3
+            frames.extend((func, row.line, row.kind))
+        return out
+
+    parents = [i - node_of[prefix[stack]] for i, stack in enumerate(order, 1)]
+    nframe = [frame(profile.stacks.frame[stack]) for stack in order]
+
+    threads = []
+    for tid, totals in per_thread.items():
+        nodes = sorted((node_of[s], c, w) for s, (c, w) in totals.items())
+        deltas, last = [], 0
+        for node, _c, _w in nodes:
+            deltas.append(node - last)
+            last = node
+        thread = profile.threads[tid]
+        threads.append({"tid": tid, "name": thread.name, "samples": len(thread),
+                        "nodes": deltas, "counts": [c for _n, c, _w in nodes],
+                        "weights": [w for _n, _c, w in nodes]})
+    stats = profile.meta.get("sampler_stats") or {}
+    return {
+        "version": DATA_VERSION,
+        "kinds": list(KINDS),
+        "mode": str(profile.meta.get("mode") or stats.get("mode") or ""),
+        "functionLevel": bool(profile.meta.get("function_level")),
+        "strings": strings, "funcs": funcs, "frames": frames,
+        "parents": parents, "nframe": nframe, "threads": threads,
+    }
+
+
+def _asset(name: str, forbidden: str | None) -> str:
+    text = resources.files(__package__).joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    if forbidden and forbidden in text.lower():  # would end the inline element early
+        raise ValueError(f"asset {name} contains {forbidden!r}")
+    return text
+
+
+def _title(profile: Profile) -> str:
+    command = _command(profile)
+    return f"truestack flame graph: {command}" if command else "truestack flame graph"
+
+
+def _command(profile: Profile) -> str:
+    command = profile.meta.get("command")
+    if isinstance(command, (list, tuple)):
+        return " ".join(str(part) for part in command)
+    return str(command or "")
+
+
+def _rate(value: Any) -> str:
+    try:
+        hz = float(value)
+    except (TypeError, ValueError):
+        return "?"
+    return f"{hz / 1000:.3g} kHz" if hz >= 1000 else f"{hz:.4g} Hz"
+
+
+def _header_html(profile: Profile) -> str:
+    meta = profile.meta
+    stats: dict[str, Any] = meta.get("sampler_stats") or {}
+    engine = meta.get("engine") or stats.get("engine") or "?"
+    mode = meta.get("mode") or stats.get("mode") or "?"
+    requested = meta.get("rate_hz", stats.get("requested_rate_hz"))
+    achieved = stats.get("achieved_rate_hz")
+    partial = stats.get("partial") or {}
+    partial_total = sum(int(v) for v in partial.values()) if isinstance(partial, dict) else int(partial or 0)
+    partial_text = str(partial_total)
+    if isinstance(partial, dict) and partial_total:
+        partial_text += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(partial.items())) + ")"
+    items = [
+        ("engine", str(engine)), ("mode", str(mode)),
+        ("rate", f"{_rate(requested)} requested, " + (f"{_rate(achieved)} achieved" if achieved else "achieved unknown")),
+        ("samples", f"{profile.sample_count:,}"), ("dropped", f"{int(stats.get('dropped') or 0):,}"),
+        ("partial", partial_text),
+    ]
+    if stats.get("duration_s"):
+        items.append(("duration", f"{float(stats['duration_s']):.3g} s"))
+    if meta.get("python_version"):
+        items.append(("python", str(meta["python_version"]).split()[0]))
+    if meta.get("function_level"):
+        items.append(("lines", "merged per function"))
+    out = [f'<div class="ts-cmd" id="ts-command">{html.escape(_command(profile) or "(command unknown)")}</div>',
+           '<dl class="ts-meta" id="ts-meta">']
+    for key, value in items:
+        out.append(f'<div><dt>{html.escape(key)}</dt><dd data-key="{html.escape(key)}">{html.escape(value)}</dd></div>')
+    out.append("</dl>")
+    warnings = []
+    if stats.get("biased") or engine == "safepoint":
+        warnings.append("Biased profile (safepoint engine): threads were only seen at eval-breaker checks "
+                        "and GIL switches, so time spent in C code and between checks is misattributed. "
+                        "Use the native engine for accurate numbers.")
+    if meta.get("interrupted"):
+        warnings.append(f"The run ended early: {meta['interrupted']}.")
+    if int(stats.get("dropped") or 0):
+        warnings.append(f"{int(stats['dropped']):,} samples were dropped by the sampler.")
+    for text in warnings:
+        cls = "ts-warn ts-biased" if text.startswith("Biased") else "ts-warn"
+        out.append(f'<div class="{cls}" role="alert">{html.escape(text)}</div>')
+    return "\n".join(out)

@@ -1,0 +1,76 @@
+"""pstats: the marshalled stats dict `pstats.Stats(path)` loads (snakeviz, tuna, ...).
+
+Shape, as cProfile writes it:
+    {(file, first_line, name): (cc, nc, tt, ct, {caller_key: (nc, cc, tt, ct)})}
+
+A sampler sees no calls, only stacks, so for each function
+  cc  = samples with the function on the stack (once per sample: "primitive")
+  nc  = its frames over all samples (recursion counts every level)
+  tt  = self time: weight of samples where it is the leaf, in seconds
+  ct  = cumulative time: weight of samples it is on the stack in, counted
+        once per sample even when it recursed, so ct never exceeds the total
+and each caller edge holds the same four figures for "callee called from
+caller" (adjacent frames). Samples with an empty stack have no function and
+are left out.
+"""
+from __future__ import annotations
+
+import marshal
+
+from ..model import Profile
+from .collapsed import nominal_interval_ns
+
+NATIVE_FILE = "~"  # what cProfile uses for functions without a source file
+
+
+def _func_key(profile: Profile, func: int) -> tuple[str, int, str]:
+    row = profile.funcs[func]
+    path = profile.strings[row.file] or NATIVE_FILE
+    return (path, row.first_line, profile.strings[row.name])
+
+
+def build_stats(profile: Profile) -> dict:
+    totals = profile.stack_totals()
+    if not any(w for _, w in totals.values()):
+        # No weights recorded: charge each sample one nominal interval (1 ms if unknown).
+        per = nominal_interval_ns(profile) or 1e6
+        totals = {s: (n, int(n * per)) for s, (n, _w) in totals.items()}
+    frames_func = [row.func for row in profile.frames]
+    # Per func index: [cc, nc, tt_ns, ct_ns]; per (caller, callee): the same.
+    funcs: dict[int, list[int]] = {}
+    edges: dict[tuple[int, int], list[int]] = {}
+    for stack, (n, w) in totals.items():
+        if stack < 0:
+            continue
+        chain = [frames_func[f] for f in profile.stack_frames(stack)]
+        for f in chain:
+            entry = funcs.get(f)
+            if entry is None:
+                entry = funcs[f] = [0, 0, 0, 0]
+            entry[1] += n
+        for f in set(chain):
+            entry = funcs[f]
+            entry[0] += n
+            entry[3] += w
+        funcs[chain[-1]][2] += w
+        pairs = list(zip(chain, chain[1:]))
+        for pair in pairs:
+            entry = edges.get(pair)
+            if entry is None:
+                entry = edges[pair] = [0, 0, 0, 0]
+            entry[1] += n
+        for pair in set(pairs):
+            entry = edges[pair]
+            entry[0] += n
+            entry[3] += w
+        if pairs:
+            edges[pairs[-1]][2] += w
+    keys = {f: _func_key(profile, f) for f in funcs}
+    callers: dict[int, dict] = {f: {} for f in funcs}
+    for (caller, callee), (cc, nc, tt, ct) in edges.items():
+        callers[callee][keys[caller]] = (nc, cc, tt / 1e9, ct / 1e9)
+    return {keys[f]: (cc, nc, tt / 1e9, ct / 1e9, callers[f]) for f, (cc, nc, tt, ct) in funcs.items()}
+
+
+def export(profile: Profile) -> bytes:
+    return marshal.dumps(build_stats(profile))

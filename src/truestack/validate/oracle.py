@@ -1,0 +1,181 @@
+"""Drives the C oracle (truestack/_native/validate_*.c) around a target run.
+
+Event hooks keep the shadow stacks: `sys.monitoring` on 3.12+, on 3.10/3.11
+a C profile function installed per thread (threading.setprofile bootstraps
+it in new threads). A collector thread gathers example stacks while the
+target runs, so code objects they name are released promptly.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import types
+from dataclasses import dataclass
+from typing import Any
+
+FAULT_ENV = "TRUESTACK_TEST_WALKER_FAULT"  # "drop" or "swap", optionally ":N" (every Nth walk)
+VALIDATION_SIGNAL_OFFSET = 6  # SIGRTMIN + 6: not SIGPROF, which the sampler owns
+_TOOL_NAME = "truestack-validate"
+
+
+class OracleUnavailable(RuntimeError):
+    pass
+
+
+def load_native() -> types.ModuleType:
+    """The extension, whose init registered the oracle's functions."""
+    try:
+        from .. import _native
+    except ImportError as exc:
+        raise OracleUnavailable(f"the native extension is not built ({exc})") from None
+    if not hasattr(_native, "validate_collect"):
+        raise OracleUnavailable("the native extension was built without the validation oracle")
+    return _native
+
+
+def parse_fault(spec: str | None) -> tuple[str, int]:
+    """"drop", "swap:10" -> (kind, every); "" -> ("", 0). ValueError if malformed."""
+    if not spec:
+        return "", 0
+    kind, _, every = spec.partition(":")
+    if kind not in ("drop", "swap"):
+        raise ValueError(f"unknown walker fault {spec!r} (expected drop or swap, optionally :N)")
+    n = int(every) if every else 20
+    if n < 1:
+        raise ValueError(f"walker fault interval must be >= 1, got {n}")
+    return kind, n
+
+
+@dataclass
+class OracleSettings:
+    sync_every: int = 25
+    rate_hz: float = 2000.0
+    seed: int = 0
+    fault: str = ""
+    fault_every: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sync_every": self.sync_every, "async_rate_hz": self.rate_hz, "seed": self.seed,
+                "walker_fault": f"{self.fault}:{self.fault_every}" if self.fault else None}
+
+
+class _MonitoringHooks:
+    """3.12+: one sys.monitoring tool id for the shadow stacks."""
+
+    def __init__(self, native: types.ModuleType) -> None:
+        self.native = native
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        for tool in (mon.PROFILER_ID, 3, 4):
+            if mon.get_tool(tool) is None:
+                break
+        else:
+            raise OracleUnavailable("no free sys.monitoring tool id")
+        self.tool = tool
+
+    def install(self) -> None:
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        E = mon.events
+        mon.use_tool_id(self.tool, _TOOL_NAME)
+        callbacks = {
+            E.PY_START: self.native.validate_ev_start,
+            E.PY_RESUME: self.native.validate_ev_resume,
+            E.PY_THROW: self.native.validate_ev_throw,
+            E.PY_RETURN: self.native.validate_ev_exit,
+            E.PY_YIELD: self.native.validate_ev_exit,
+            E.PY_UNWIND: self.native.validate_ev_exit,
+        }
+        for event, func in callbacks.items():
+            mon.register_callback(self.tool, event, func)
+        self.events = tuple(callbacks)
+        mask = 0
+        for event in callbacks:
+            mask |= event
+        mon.set_events(self.tool, mask)
+
+    def remove(self) -> None:
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        mon.set_events(self.tool, 0)
+        for event in self.events:
+            mon.register_callback(self.tool, event, None)
+        mon.free_tool_id(self.tool)
+
+
+class _ProfileHooks:
+    """3.10/3.11: the oracle's C profile function on every threading thread."""
+
+    def __init__(self, native: types.ModuleType) -> None:
+        self.native = native
+
+    def install(self) -> None:
+        install = self.native.validate_install_profile
+
+        def bootstrap(frame: Any, event: str, arg: Any) -> None:
+            install()  # replaces this Python hook on the new thread
+
+        threading.setprofile(bootstrap)
+        install()
+
+    def remove(self) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+        sys.setprofile(None)
+        # Other threads keep the C function until they end; it returns at
+        # once while the oracle is disabled.
+
+
+class Oracle:
+    """Start/stop the layered checks; gather counters and examples."""
+
+    def __init__(self, settings: OracleSettings) -> None:
+        self.settings = settings
+        self.native = load_native()
+        self.hooks = _MonitoringHooks(self.native) if sys.version_info >= (3, 12) else _ProfileHooks(self.native)
+        self.examples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._collector: threading.Thread | None = None
+        self._raw: dict[str, Any] = {}
+
+    def start(self) -> None:
+        s = self.settings
+        self.native.validate_configure(sync_every=s.sync_every, fault=s.fault, fault_every=max(s.fault_every, 1))
+        self.native.validate_enable(True)
+        self.hooks.install()
+        if s.rate_hz > 0:
+            self.native.validate_async_start(s.rate_hz, s.seed, int(signal.SIGRTMIN) + VALIDATION_SIGNAL_OFFSET)
+        self._collector = threading.Thread(target=self._collect_loop, name="truestack-validate-collector",
+                                           daemon=True)
+        self._collector.start()
+
+    def stop(self) -> dict[str, Any]:
+        self.native.validate_async_stop()
+        self._stop.set()
+        if self._collector is not None:
+            self._collector.join()
+        self.native.validate_enable(False)
+        self.hooks.remove()
+        self._collect()
+        return self._raw
+
+    def _collect(self) -> None:
+        raw = self.native.validate_collect()
+        # The C side hands each example over once it has rendered it;
+        # synchronous examples are repeated every time, keep the first.
+        seen = {(e["layer"], e["kind"]) for e in self.examples}
+        for ex in raw.pop("examples"):
+            key = (ex["layer"], ex["kind"])
+            if key not in seen:
+                seen.add(key)
+                self.examples.append(ex)
+        self._raw = raw
+
+    def _collect_loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self._collect()
+
+
+def settings_from(sync_every: int, rate_hz: float, seed: int | None, fault_spec: str | None) -> OracleSettings:
+    fault, every = parse_fault(fault_spec if fault_spec is not None else os.environ.get(FAULT_ENV))
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "little") or 1
+    return OracleSettings(sync_every=sync_every, rate_hz=rate_hz, seed=seed, fault=fault, fault_every=every)

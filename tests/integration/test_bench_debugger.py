@@ -1,0 +1,26 @@
+"""Smoke test: bench/debugger/run.py --quick runs and prints both cases for both debuggers."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, truestack_env
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_debugger_bench_quick():
+    result = subprocess.run([sys.executable, str(REPO / "bench" / "debugger" / "run.py"), "--quick"],
+                            env=truestack_env(), capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr
+    rows = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"\((a|b)\) .*?\s([\d.]+)x\s+([\d.]+)x$", line)
+        if match:
+            rows[match.group(1)] = (float(match.group(2)), float(match.group(3)))
+    assert set(rows) == {"a", "b"}, result.stdout
+    for ours, pdb in rows.values():
+        assert ours > 0 and pdb > 0

@@ -1,0 +1,231 @@
+"""The accuracy and overhead benches: scorer unit tests and --quick smoke runs.
+
+The smoke runs only check that the runners complete and print well-formed
+tables (and that a deterministic profiler scores sanely); the real numbers
+come from full runs documented in docs/accuracy.md.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import importlib.util
+
+import pytest
+from conftest import REPO, truestack_env
+
+ACCURACY = REPO / "bench" / "accuracy"
+OVERHEAD = REPO / "bench" / "overhead"
+
+
+def _load(name: str):
+    # Unique module names: bench/ is not a package and "score"/"tools" are common names.
+    spec = importlib.util.spec_from_file_location(f"truestack_bench_{name}", ACCURACY / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+score = _load("score")
+tools = _load("tools")
+
+TRUTH = {
+    "workload": "demo",
+    "region": "measured_region",
+    "targets": {
+        "straight": {"cpu": 500, "wall": 500, "calls": 1, "in_region_thread": True},
+        "looped": {"cpu": 500, "wall": 1500, "calls": 1, "in_region_thread": True},
+    },
+    "other_ns": {"cpu": 0, "wall": 0},
+}
+F = "/tmp/w (v1).py"  # a path with a space and parentheses: the name must still parse
+
+
+def frames(*names: str) -> str:
+    return ";".join(f"{n} ({F}:{i + 1})" for i, n in enumerate(names))
+
+
+# -- scorer ------------------------------------------------------------------
+
+def test_parse_collapsed_skips_junk_and_keeps_weights():
+    text = f"{frames('main', 'straight')} 3\n\n# comment\nno-count-here\n{frames('main')} 2.5\n"
+    parsed = score.parse_collapsed(text)
+    assert parsed == [([f"main ({F}:1)", f"straight ({F}:2)"], 3.0), ([f"main ({F}:1)"], 2.5)]
+
+
+@pytest.mark.parametrize("frame, name", [
+    (f"straight ({F}:12)", "straight"),
+    ("run.<locals>.measured_region (/x/_truth.py:9)", "measured_region"),
+    ("Truth.call (/x/_truth.py)", "call"),
+    ("bare_name", "bare_name"),
+])
+def test_function_name(frame, name):
+    assert score.function_name(frame) == name
+
+
+def test_exact_profile_scores_zero():
+    text = f"{frames('measured_region', 'straight')} 50\n{frames('measured_region', 'looped')} 50\n"
+    result = score.score(score.parse_collapsed(text), TRUTH, "cpu")
+    assert result.tv == pytest.approx(0.0)
+    assert result.error_pp("straight") == pytest.approx(0.0)
+
+
+def test_biased_profile_reports_large_error():
+    # A safepoint-biased profiler: the straight-line function vanishes and its
+    # time lands in the caller, outside every target.
+    text = f"{frames('measured_region')} 50\n{frames('measured_region', 'looped')} 50\n"
+    result = score.score(score.parse_collapsed(text), TRUTH, "cpu")
+    assert result.error_pp("straight") == pytest.approx(-50.0)
+    assert result.error_pp(score.OTHER) == pytest.approx(50.0)
+    assert result.tv == pytest.approx(0.5)
+    assert result.max_error_pp == pytest.approx(50.0)
+    assert "TV distance 0.500" in result.format()
+
+
+def test_mode_selects_the_truth():
+    text = f"{frames('measured_region', 'straight')} 25\n{frames('measured_region', 'looped')} 75\n"
+    stacks = score.parse_collapsed(text)
+    assert score.score(stacks, TRUTH, "wall").tv == pytest.approx(0.0)
+    assert score.score(stacks, TRUTH, "cpu").tv == pytest.approx(0.25)
+
+
+def test_leaf_most_target_wins_and_outside_region_is_ignored():
+    truth = {**TRUTH, "targets": {"consume": {"cpu": 1, "wall": 1}, "produce": {"cpu": 3, "wall": 3}}}
+    text = (f"{frames('measured_region', 'consume', 'produce', 'helper')} 30\n"
+            f"{frames('measured_region', 'consume')} 10\n"
+            f"{frames('<module>', 'import_stuff')} 1000\n")  # start-up: not in the region
+    result = score.score(score.parse_collapsed(text), truth, "cpu")
+    assert result.rows["produce"][1] == pytest.approx(75.0)
+    assert result.rows["consume"][1] == pytest.approx(25.0)
+    assert result.tv == pytest.approx(0.0)
+
+
+def test_no_region_samples_gives_no_score():
+    result = score.score(score.parse_collapsed(f"{frames('<module>')} 9\n"), TRUTH, "cpu")
+    assert result.tv is None
+    assert "n/a" in result.format()
+
+
+def test_score_cli_reports_error(tmp_path):
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps(TRUTH))
+    prof = tmp_path / "p.collapsed"
+    prof.write_text(f"{frames('measured_region', 'looped')} 10\n")
+    out = subprocess.run([sys.executable, str(ACCURACY / "score.py"), str(truth), str(prof)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "TV distance 0.500" in out.stdout
+    bad = subprocess.run([sys.executable, str(ACCURACY / "score.py"), str(tmp_path / "missing.json"), str(prof)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+# -- converters --------------------------------------------------------------
+
+def test_austin_converter():
+    text = ("# austin: 3.7.0\n"
+            "P1;T0:1;/a/w.py:<module>:3;/a/w.py:measured_region:9;/a/w.py:looped:20 1500\n"
+            "P1;T0:1;/a/w.py:<module>:3;/a/w.py:measured_region:9;/a/w.py:looped:20 500\n"
+            "P1;T0:2 40\n")
+    parsed = score.parse_collapsed(tools.austin_to_collapsed(text))
+    assert parsed == [(["<module> (/a/w.py:3)", "measured_region (/a/w.py:9)", "looped (/a/w.py:20)"], 2000.0)]
+
+
+def test_pyinstrument_converter_uses_self_time():
+    doc = {"root_frame": {"function": "measured_region", "file_path": "/w.py", "line_no": 1, "time": 1.0,
+                          "children": [{"function": "looped", "file_path": "/w.py", "line_no": 5, "time": 0.75,
+                                        "children": []}]}}
+    weights = {tuple(score.function_name(f) for f in fr): w
+               for fr, w in score.parse_collapsed(tools.pyinstrument_to_collapsed(doc))}
+    assert weights == {("measured_region",): pytest.approx(250000), ("measured_region", "looped"): pytest.approx(750000)}
+
+
+def test_pstats_converter_on_a_real_cprofile(tmp_path):
+    """Nested targets (a generator resumed through next()) are subtracted."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "def produce():\n"
+        "    for i in range(3):\n"
+        "        sum(range(200_000))\n"
+        "        yield i\n"
+        "def consume():\n"
+        "    g = produce()\n"
+        "    for _ in range(3):\n"
+        "        next(g)\n"
+        "        sum(range(100_000))\n"
+        "        exec('x = 1')\n"  # exec is shared with cProfile's own run of the script
+        "def steady():\n"
+        "    sum(range(300_000))\n"
+        "def measured_region():\n"
+        "    consume()\n"
+        "    steady()\n"
+        "measured_region()\n")
+    out = tmp_path / "p.prof"
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(prog)], check=True, timeout=60)
+    truth = {"workload": "t", "region": "measured_region", "other_ns": {"cpu": 0, "wall": 0},
+             "targets": {"produce": {"cpu": 2, "wall": 2, "in_region_thread": True},
+                         "consume": {"cpu": 1, "wall": 1, "in_region_thread": True},
+                         "steady": {"cpu": 1, "wall": 1, "in_region_thread": True}}}
+    result = score.score(score.parse_collapsed(tools.pstats_to_collapsed(str(out), truth)), truth, "wall")
+    # produce : consume : steady is about 6 : 3 : 3 (sum over 600k, 300k, 300k).
+    # Without the subtraction consume would get produce's time on top; a caller
+    # walk that climbs through exec() would nest steady inside consume.
+    assert 35 < result.rows["produce"][1] < 65
+    assert 12 < result.rows["consume"][1] < 38
+    assert 12 < result.rows["steady"][1] < 38
+
+
+# -- smoke runs ----------------------------------------------------------------
+
+CELL = re.compile(r"^(\d\.\d{3}|not inst\.|no samples|FAILED)$")
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in stdout.splitlines() if line.startswith("|") and not line.startswith("|-")]
+
+
+@pytest.mark.timeout(240)
+def test_accuracy_runner_quick(tmp_path):
+    out_json = tmp_path / "acc.json"
+    proc = subprocess.run(
+        [sys.executable, str(ACCURACY / "run.py"), "--quick", "--workloads", "straight_line", "sleep_compute",
+         "--tools", "truestack", "cProfile", "--json", str(out_json)],
+        capture_output=True, text=True, timeout=230, env=truestack_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    rows = table_rows(proc.stdout)
+    header, modes, body = rows[0], rows[1], rows[2:]
+    assert header == ["workload", "ts-native-cpu", "ts-native-wall", "ts-safept-cpu", "ts-safept-wall", "cProfile"]
+    assert modes == ["(mode)", "cpu", "wall", "cpu", "wall", "wall"]
+    assert [r[0] for r in body] == ["straight_line", "sleep_compute"]
+    for row in body:
+        assert all(CELL.match(c) for c in row[1:]), row
+    doc = json.loads(out_json.read_text())
+    # cProfile is always there and deterministic: it must score near the truth,
+    # which fails if the truth, the conversion or the scorer is broken.
+    assert doc["results"]["straight_line"]["cProfile"]["status"] == "ok"
+    assert doc["results"]["straight_line"]["cProfile"]["tv"] < 0.25
+
+
+@pytest.mark.timeout(240)
+def test_overhead_runner_quick(tmp_path):
+    out_json = tmp_path / "ov.json"
+    proc = subprocess.run(
+        [sys.executable, str(OVERHEAD / "run.py"), "--quick", "--programs", "cpu_bound",
+         "--tools", "ts-native-cpu", "cProfile", "--rates", "1000", "--json", str(out_json)],
+        capture_output=True, text=True, timeout=230, env=truestack_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "Wall-time ratio" in proc.stdout and "CPU-time ratio" in proc.stdout
+    rows = table_rows(proc.stdout)
+    assert rows[0] == ["profiler", "cpu_bound"]
+    labels = [r[0] for r in rows]
+    assert "cProfile" in labels
+    for row in rows:
+        if row[0] not in ("profiler",):
+            assert re.match(r"^(-?\d+(\.\d{3})?|-)$", row[1]), row
+    doc = json.loads(out_json.read_text())
+    wall, cpu, _startup = doc["ratios"]["cpu_bound"]["cProfile"]
+    # cProfile traces every call of a call-heavy program: it cannot be free.
+    assert wall > 1.1 and cpu > 1.1

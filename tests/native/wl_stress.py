@@ -1,0 +1,240 @@
+"""Stress: generators, asyncio, exceptions, deep recursion, code churn,
+short-lived threads and a fork, sampled at a high rate.
+
+Churned code is tagged: every exec'd / replaced / lambda code object k has
+its own name or filename, and the workload records the monotonic window in
+which k ran. A sample showing code k outside its window means the sampler
+attributed a sample to the wrong (freed and reused) code object.
+
+usage: wl_stress.py MODE RATE SECONDS
+"""
+import _thread
+import asyncio
+import os
+import sys
+import threading
+import time
+
+from wl_common import Collector, emit
+
+mode, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+sys.setrecursionlimit(20000)
+windows: dict[str, list[int]] = {}  # tag -> [start_ns, end_ns]
+check = {"samples": 0, "partial": 0, "tagged": 0, "misattributed": 0, "examples": [], "max_depth": 0,
+         "threads": set(), "kinds": {}}
+TAGGED_PREFIXES = ("churn_", "rep_", "<lam-")
+
+
+def tag_of(frame):
+    if frame.name.startswith("churn_") or frame.name.startswith("rep_"):
+        return frame.name
+    if frame.name == "<module>":
+        return None  # the exec/eval driver code of a churn file, run outside the window
+    if frame.file.startswith("<lam-"):
+        return frame.file
+    if frame.file.startswith("<churn-") or frame.file.startswith("<rep-"):
+        return "file:" + frame.file
+    return None
+
+
+pending: list = []
+
+
+def on_batch(batch):
+    # Windows close after the work: check a batch one round later.
+    pending.extend(batch)
+    now = time.monotonic_ns()
+    keep = []
+    for s in pending:
+        if now - s.time_ns < 300_000_000:
+            keep.append(s)
+            continue
+        verify(s)
+    pending[:] = keep
+
+
+def verify(s):
+    check["samples"] += 1
+    check["threads"].add(s.thread_name)
+    check["max_depth"] = max(check["max_depth"], s.depth)
+    if s.partial:
+        check["partial"] += 1
+        check["kinds"][s.partial] = check["kinds"].get(s.partial, 0) + 1
+    for f in s.frames:
+        t = tag_of(f)
+        if t is None:
+            continue
+        check["tagged"] += 1
+        if t.startswith("file:"):  # a churn file must carry its own name
+            k = t.split("-")[1].rstrip(">")
+            ok = f.name in (f"churn_{k}", f"rep_{k}") or (f.name.endswith(f"churn_{k}") or f.name.endswith(f"rep_{k}"))
+        else:
+            w = windows.get(t)
+            ok = w is not None and w[0] <= s.time_ns and (w[1] == 0 or s.time_ns <= w[1])
+        if not ok:
+            check["misattributed"] += 1
+            if len(check["examples"]) < 5:
+                check["examples"].append([f.name, f.file, f.line, s.time_ns, windows.get(t)])
+
+
+def run_tagged(tag, fn, *args):
+    w = windows[tag] = [time.monotonic_ns(), 0]
+    try:
+        return fn(*args)
+    finally:
+        w[1] = time.monotonic_ns()
+
+
+# -- workloads ----------------------------------------------------------------
+def gen_pipeline(n):
+    def source():
+        for i in range(n):
+            yield i
+
+    def square(it):
+        for x in it:
+            yield x * x
+
+    def keep_even(it):
+        for x in it:
+            if not x & 1:
+                yield x
+
+    return sum(keep_even(square(source())))
+
+
+async def a_leaf(n):
+    s = 0
+    for i in range(n):
+        s += i
+        if i % 500 == 0:
+            await asyncio.sleep(0)
+    return s
+
+
+async def a_main():
+    return sum(await asyncio.gather(*(a_leaf(3000) for _ in range(8))))
+
+
+def exceptions(n):
+    caught = 0
+    for i in range(n):
+        try:
+            try:
+                raise ValueError(i)
+            except ValueError as e:
+                raise KeyError(i) from e
+        except KeyError:
+            caught += 1
+    return caught
+
+
+def recurse(depth):
+    if depth == 0:
+        s = 0
+        for i in range(30000):
+            s += i
+        return s
+    return recurse(depth - 1) + 0
+
+
+BODY = "def churn_{k}():\n    s = 0\n    for i in range(300):\n        s += i\n    return s\n"
+
+
+def base_fn():
+    s = 0
+    for i in range(300):
+        s += i
+    return s
+
+
+churn_counter = [0]
+
+
+def churn(n):
+    for _ in range(n):
+        k = churn_counter[0]
+        churn_counter[0] += 1
+        ns = {}
+        exec(compile(BODY.format(k=k), f"<churn-{k}>", "exec"), ns)
+        run_tagged(f"churn_{k}", ns[f"churn_{k}"])
+        del ns
+        extra = {"co_qualname": f"rep_{k}"} if sys.version_info >= (3, 11) else {}
+        code = base_fn.__code__.replace(co_name=f"rep_{k}", co_filename=f"<rep-{k}>", **extra)
+        fn = type(base_fn)(code, globals())
+        run_tagged(f"rep_{k}", fn)
+        del fn, code
+        lam = eval(compile("\n" * (k % 50) + "lambda: sum(range(400))", f"<lam-{k}>", "eval"))
+        run_tagged(f"<lam-{k}>", lam)
+        del lam
+
+
+def short_threads(n):
+    done = threading.Semaphore(0)
+
+    def body():
+        s = 0
+        for i in range(20000):
+            s += i
+        done.release()
+
+    ts = [threading.Thread(target=body, name=f"short-{i}") for i in range(n)]
+    for t in ts:
+        t.start()
+    for i in range(n):
+        _thread.start_new_thread(body, ())
+    for t in ts:
+        t.join()
+    for _ in range(2 * n):
+        done.acquire()
+
+
+def fork_once():
+    pid = os.fork()
+    if pid == 0:
+        # Child: keep running Python work for a while, then exit.
+        try:
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:
+                gen_pipeline(2000)
+                churn(2)
+            os._exit(0)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+def background():
+    while not stop.is_set():
+        gen_pipeline(5000)
+        exceptions(200)
+
+
+stop = threading.Event()
+fork_statuses = []
+with Collector(mode, rate, on_batch=on_batch, keep=False) as c:
+    bg = threading.Thread(target=background, name="bg")
+    bg.start()
+    end = time.monotonic() + seconds
+    forked_at = time.monotonic() + seconds / 2
+    rounds = 0
+    while time.monotonic() < end:
+        gen_pipeline(5000)
+        asyncio.run(a_main())
+        exceptions(300)
+        recurse(2000)
+        churn(20)
+        if rounds % 5 == 0:
+            short_threads(2)
+        if not fork_statuses and time.monotonic() > forked_at:
+            fork_statuses.append(fork_once())
+        rounds += 1
+    stop.set()
+    bg.join()
+for s in pending:
+    verify(s)
+st = c.engine.stats()
+check["threads"] = sorted(check["threads"])
+emit({**check, "rounds": rounds, "fork_statuses": fork_statuses, "churned": churn_counter[0],
+      "stats": st.as_dict()})
