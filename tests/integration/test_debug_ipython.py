@@ -1,6 +1,7 @@
-"""IPython as the debugger shell (only where IPython is installed)."""
+"""IPython as the debugger shell, and the error when it is asked for but missing."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -12,7 +13,6 @@ IN_PROMPT = re.compile(r"In \[\d+\]: ")
 
 
 def test_ipython_shell(tmp_path):
-    pytest.importorskip("IPython.terminal.embed")
     prog = write(tmp_path, "prog.py", FIB)
     s = DebugSession(["--shell", "ipython", "prog.py", "4"], tmp_path)
 
@@ -38,15 +38,16 @@ def test_ipython_shell(tmp_path):
 
 
 def test_ipython_missing_is_a_usage_error(tmp_path):
-    try:
-        import IPython  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("IPython is installed")
-    from conftest import run_truestack
+    # Hide IPython (installed with the test extras) behind a package that
+    # fails to import, as it would on a machine without it.
+    from conftest import run_truestack, truestack_env
 
+    blocker = tmp_path / "hide" / "IPython"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('IPython hidden by the test')\n")
     write(tmp_path, "prog.py", "print(1)\n")
-    result = run_truestack("debug", "--shell", "ipython", "prog.py", cwd=tmp_path)
+    env = truestack_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(blocker.parent), env.get("PYTHONPATH")]))
+    result = run_truestack("debug", "--shell", "ipython", "prog.py", cwd=tmp_path, env=env)
     assert result.returncode == 2
     assert result.stderr.strip() == "truestack: error: --shell ipython: IPython is not installed"

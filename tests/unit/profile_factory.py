@@ -55,7 +55,8 @@ def make_profile(rate_hz: float | None = RATE_HZ, interrupted: str | None = "SIG
         "truestack_version": "0.1",
         "function_level": False,
         "interrupted": interrupted,
-        "sampler_stats": {"samples": len(SAMPLES), "dropped": 2},
+        "sampler_stats": {"samples": len(SAMPLES), "dropped": 2, "achieved_rate_hz": 97.5,
+                          "partial": {"fault": 1, "depth_limit": 0}, "timer": "perf_event task-clock"},
     }
     if rate_hz is not None:
         meta["rate_hz"] = rate_hz

@@ -46,7 +46,10 @@ def test_values_sorted_by_total():
 def test_top_n_and_export():
     assert len(render_table(make_profile(), top=3).splitlines()) == 4
     full = export(make_profile(), "table").decode()
-    assert full.endswith("\n") and len(full.splitlines()) == 1 + len(method_rows(make_profile())[0])
+    header, table = full.split("\n\n", 1)
+    assert header.startswith("truestack: ") and "2 dropped, 1 partial (fault 1)" in header
+    assert "INTERRUPTED: SIGINT" in header
+    assert table.endswith("\n") and len(table.splitlines()) == 1 + len(method_rows(make_profile())[0])
 
 
 def test_recursive_totals_never_exceed_samples():

@@ -131,13 +131,14 @@ def test_sample_stream_costs_columns_not_objects():
     assert profile.threads[1].stack.itemsize == 4
 
 
-def test_summary_fallback_table_counts_recursion_once():
-    from truestack.cli.summary import _fallback_table
+def test_summary_table_counts_recursion_once():
+    from truestack.cli.summary import render_summary
 
     rec = Frame("rec", "/r.py", 2, 1)
     profile = Profile({"rate_hz": 100})
     for frames in ((rec, rec, rec), (rec,), (A10,)):
         profile.add_sample(Sample(1, "t", 0, 1, frames))
-    rows = {line.split()[-2]: line.split() for line in _fallback_table(profile, 10).splitlines()[1:]}
-    assert rows["rec"][:4] == ["2", "66.7%", "2", "66.7%"]
-    assert rows["a"][:4] == ["1", "33.3%", "1", "33.3%"]
+    table = render_summary(profile, top=10).split("\n\n", 1)[1]
+    rows = {line.split()[0]: line.split()[-4:] for line in table.splitlines()[1:]}
+    assert rows["rec"] == ["2", "66.7%", "2", "66.7%"]
+    assert rows["a"] == ["1", "33.3%", "1", "33.3%"]

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import exporters
+from ..atomic_file import write_atomic
 from ..engines import ENGINE_CHOICES, EngineUnavailable
 from ..model import Profile
 from ..model.storage import dumps
@@ -134,36 +135,6 @@ def check_output_path(path: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
-def write_file(path: str, data: bytes) -> None:
-    """Replace `path` atomically (devices and pipes are written in place)."""
-    full = os.path.abspath(path)
-    if os.path.exists(full) and not os.path.isfile(full):
-        with open(full, "wb") as fh:
-            fh.write(data)
-        return
-    fd, tmp = tempfile.mkstemp(prefix=".truestack-", suffix=".tmp", dir=os.path.dirname(full))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, _new_file_mode(full))  # mkstemp makes 0600; give what open() would
-        os.replace(tmp, full)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _new_file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o7777  # replacing a file keeps its mode
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
 def save_fallback(profile: Profile) -> str | None:
     """Save the whole profile as .tsp in the temp directory; None if that fails too."""
     try:
@@ -202,7 +173,7 @@ def export_and_write(profile: Profile, fmt: str, path: str) -> str | None:
         problem = f"could not export the profile as {fmt}: {type(exc).__name__}: {exc}"
     else:
         try:
-            write_file(path, data)
+            write_atomic(path, data)
             return None
         except OSError as exc:
             problem = f"could not write {path}: {exc.strerror or exc}"

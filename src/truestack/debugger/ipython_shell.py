@@ -7,8 +7,6 @@ compiles them. A resume helper (cont(), n, ...) ends IPython's loop.
 """
 from __future__ import annotations
 
-import types
-
 from .commands import parse
 from .frame_eval import FrameNamespace
 
@@ -21,6 +19,10 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+class _NamespaceModule:
+    """A module stand-in whose __dict__ can be replaced (ModuleType's cannot)."""
 
 
 class IPythonRepl:
@@ -41,7 +43,11 @@ class IPythonRepl:
         self.view = FrameNamespace(debugger.current_frame, debugger.helpers.namespace(), debugger.scratch)
         namespace = self.view.ns
         namespace[_COMMAND_HOOK] = self._command
-        module = types.ModuleType("__main__")
+        # IPython evaluates in module.__dict__ as globals: make that the merged
+        # namespace itself, or comprehensions (functions before 3.12) cannot
+        # see the frame's locals.
+        module = _NamespaceModule()
+        module.__dict__ = namespace
         self.shell.keep_running = True
         self.shell(local_ns=namespace, module=module, stack_depth=2, compile_flags=0)
         if debugger._resume is None:

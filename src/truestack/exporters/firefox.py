@@ -19,6 +19,7 @@ from array import array
 from typing import Any
 
 from ..model import Profile, ThreadSamples
+from ..model.facts import sampling_facts
 from ..model.tables import KINDS
 from .collapsed import nominal_interval_ns
 
@@ -243,16 +244,8 @@ def build(profile: Profile) -> dict[str, Any]:
         "keepProfileThreadOrder": True,
         "initialSelectedThreads": [0],
         "extra": [{"label": "truestack", "entries": [
-            {"label": label, "format": "string", "value": str(value)} for label, value in (
-                ("Engine", meta.get("engine", stats.get("engine", "?"))),
-                ("Mode", meta.get("mode", stats.get("mode", "?"))),
-                ("Requested rate (Hz)", meta.get("rate_hz", "?")),
-                ("Achieved rate (Hz)", stats.get("achieved_rate_hz", "?")),
-                ("Samples", stats.get("samples", profile.sample_count)),
-                ("Dropped samples", stats.get("dropped", 0)),
-                ("Python", meta.get("python_version", "?")),
-                ("Interrupted", meta.get("interrupted") or "no"),
-            )]}],
+            {"label": label.capitalize(), "format": "string", "value": value}
+            for label, value in [*sampling_facts(profile), ("python", str(meta.get("python_version", "?")))]]}],
     }
     if any_cpu:
         out_meta["sampleUnits"] = {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"}

@@ -25,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 from ..model import Profile
+from ..model.facts import sampling_facts
 from ..model.tables import KINDS
 
 DATA_VERSION = 1
@@ -141,32 +142,13 @@ def _command(profile: Profile) -> str:
     return str(command or "")
 
 
-def _rate(value: Any) -> str:
-    try:
-        hz = float(value)
-    except (TypeError, ValueError):
-        return "?"
-    return f"{hz / 1000:.3g} kHz" if hz >= 1000 else f"{hz:.4g} Hz"
-
-
 def _header_html(profile: Profile) -> str:
     meta = profile.meta
     stats: dict[str, Any] = meta.get("sampler_stats") or {}
     engine = meta.get("engine") or stats.get("engine") or "?"
-    mode = meta.get("mode") or stats.get("mode") or "?"
-    requested = meta.get("rate_hz", stats.get("requested_rate_hz"))
-    achieved = stats.get("achieved_rate_hz")
-    partial = stats.get("partial") or {}
-    partial_total = sum(int(v) for v in partial.values()) if isinstance(partial, dict) else int(partial or 0)
-    partial_text = str(partial_total)
-    if isinstance(partial, dict) and partial_total:
-        partial_text += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(partial.items())) + ")"
-    items = [
-        ("engine", str(engine)), ("mode", str(mode)),
-        ("rate", f"{_rate(requested)} requested, " + (f"{_rate(achieved)} achieved" if achieved else "achieved unknown")),
-        ("samples", f"{profile.sample_count:,}"), ("dropped", f"{int(stats.get('dropped') or 0):,}"),
-        ("partial", partial_text),
-    ]
+    # "samples" is what this page shows; an interrupted run gets its own banner below.
+    items = [(label, f"{profile.sample_count:,}" if label == "samples" else value)
+             for label, value in sampling_facts(profile) if label not in ("timer", "interrupted")]
     if stats.get("duration_s"):
         items.append(("duration", f"{float(stats['duration_s']):.3g} s"))
     if meta.get("python_version"):

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..model import Profile
+from ..model.facts import sampling_facts
 from .collapsed import EMPTY_STACK_LABEL, nominal_interval_ns
 
 PACKAGE = "perftools.profiles"
@@ -205,9 +206,10 @@ def build(profile: Profile) -> Any:
     if command:
         out.comment.append(strings("command: " + (" ".join(map(str, command)) if isinstance(command, list)
                                                   else str(command))))
-    for key in ("engine", "mode", "python_version", "interrupted"):
-        if profile.meta.get(key):
-            out.comment.append(strings(f"{key}: {profile.meta[key]}"))
+    for label, value in sampling_facts(profile):
+        out.comment.append(strings(f"{label}: {value}"))
+    if profile.meta.get("python_version"):
+        out.comment.append(strings(f"python_version: {profile.meta['python_version']}"))
     origin = int(profile.meta.get("start_monotonic_ns") or 0)
     for m in profile.markers[:_MAX_MARKER_COMMENTS]:  # pprof has no markers: keep them as metadata
         at = (m.start_ns - origin) / 1e6

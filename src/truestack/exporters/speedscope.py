@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from ..model import Profile
+from ..model.facts import facts_line
 from .collapsed import EMPTY_STACK_LABEL, weighted_stack_counts
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
@@ -84,7 +85,7 @@ def export(profile: Profile) -> bytes:
     name = " ".join(map(str, command)) if isinstance(command, list) else str(command)
     top = {
         "$schema": SCHEMA_URL,
-        "name": name or "truestack profile",
+        "name": f"{name or 'truestack profile'} ({facts_line(profile)})",
         "activeProfileIndex": 0,
         "exporter": f"truestack {profile.meta.get('truestack_version', '')}".strip(),
         "shared": {"frames": frames},

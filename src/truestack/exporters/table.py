@@ -5,14 +5,16 @@
 
 "samples" counts the samples a function was on the stack in (once per sample,
 however deep it recursed), "on top" those it was the leaf of; both are
-weighted sample counts and the percentages are of all samples.
+weighted sample counts and the percentages are of all samples. Above the
+table, a header says how the profile was taken (engine, rate, losses).
 """
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..model import Profile
+from ..model.facts import format_rate, partial_counts
 from .collapsed import EMPTY_STACK_LABEL, weighted_stack_counts
 
 _MAX_METHOD_WIDTH = 72
@@ -104,5 +106,38 @@ def render_table(profile: Profile, top: int | None = 20) -> str:
     return "\n".join(lines)
 
 
+def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str]:
+    meta = profile.meta
+    stats: dict[str, Any] = meta.get("sampler_stats") or {}
+    engine = stats.get("engine") or meta.get("engine", "?")
+    mode = stats.get("mode") or meta.get("mode", "?")
+    taken = stats.get("samples", profile.sample_count)
+    duration = stats.get("duration_s") or profile.duration_ns / 1e9
+    lines = [f"truestack: {taken} samples in {duration:.2f} s, {mode} mode, engine {engine}"]
+    if stats.get("biased") or engine == "safepoint":
+        lines.append("  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker "
+                     "checks and GIL switches")
+    requested = stats.get("requested_rate_hz", meta.get("rate_hz"))
+    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(stats.get('achieved_rate_hz'))}"
+                 + (f" ({stats['timer']})" if stats.get("timer") else ""))
+    partial = partial_counts(profile)
+    partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))
+    lines.append(f"  samples: {taken} taken, {stats.get('dropped', 0)} dropped, "
+                 f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else ""))
+    in_profile = profile.sample_count if shown_samples is None else shown_samples
+    if in_profile != taken:
+        lines.append(f"  samples in this output: {in_profile}")
+    if meta.get("function_level"):
+        lines.append("  lines merged per function (--function-level)")
+    if meta.get("idle_excluded"):
+        lines.append(f"  {meta['idle_excluded']} idle samples left out (--include-idle keeps them)")
+    for note in stats.get("notes") or []:
+        lines.append(f"  note: {note}")
+    if meta.get("interrupted"):
+        lines.append(f"  INTERRUPTED: {meta['interrupted']} — the profile covers the run up to that point")
+    return lines
+
+
 def export(profile: Profile) -> bytes:
-    return (render_table(profile, top=None) + "\n").encode()
+    """How the profile was taken (the summary's header), a blank line, the whole table."""
+    return ("\n".join(header_lines(profile)) + "\n\n" + render_table(profile, top=None) + "\n").encode()

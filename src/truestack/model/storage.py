@@ -20,12 +20,12 @@ import json
 import os
 import struct
 import sys
-import tempfile
 import zlib
 from array import array
 from typing import Any, BinaryIO
 
 from .profile import Marker, Profile, ThreadSamples
+from ..atomic_file import write_atomic
 from .tables import FrameRow, Func
 
 MAGIC = b"TSPROF\r\n"
@@ -71,19 +71,7 @@ def dumps(profile: Profile) -> bytes:
 
 def save(profile: Profile, path: str | os.PathLike) -> None:
     """Write atomically: a crash or full disk never leaves a half-written file under `path`."""
-    data = dumps(profile)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".truestack-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, dumps(profile))
 
 
 def is_profile_file(path: str | os.PathLike) -> bool:
