@@ -39,8 +39,8 @@ class OptionalBuildExt(build_ext):
 include_dir = sysconfig.get_paths()["include"]
 native = Extension(
     "truestack._native",
-    sources=sorted(glob.glob("src/truestack/_native/*.c")),
-    include_dirs=[include_dir, os.path.join(include_dir, "internal"), "src/truestack/_native"],
+    sources=sorted(glob.glob("src/truestack/_csrc/*.c")),
+    include_dirs=[include_dir, os.path.join(include_dir, "internal"), "src/truestack/_csrc"],
     define_macros=[("Py_BUILD_CORE_MODULE", "1")],
     extra_compile_args=["-O2", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"],
     libraries=["rt"],

@@ -18,15 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SRC = REPO / "src"
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """Environment in which `python -m truestack` works from the source tree."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
+sys.path.insert(0, str(REPO / "bench"))
+from truestack_path import child_env  # noqa: E402,F401  (re-exported for the runners)
 
 
 def find_binary(name: str, python: str) -> str | None:
@@ -57,13 +50,10 @@ class Tool:
     def argv(self, python: str, script: str, out: str, rate_hz: int) -> list[str]:
         f = self.family
         if f == "truestack":
-            if truestack_cli(python):
-                # Wall mode must count sleeping/blocked threads too (record leaves them out by default).
-                idle = ["--include-idle"] if self.mode == "wall" else []
-                return [python, "-m", "truestack", "record", "--engine", self.engine, "--mode", self.mode,
-                        "--rate", rate_arg(rate_hz), *idle, "-f", "collapsed", "-o", out, "-q", script]
-            return [python, str(Path(__file__).with_name("ts_driver.py")), "--engine", self.engine,
-                    "--mode", self.mode, "--rate", str(rate_hz), "-o", out, script]
+            # Wall mode must count sleeping/blocked threads too (record leaves them out by default).
+            idle = ["--include-idle"] if self.mode == "wall" else []
+            return [python, "-m", "truestack", "record", "--engine", self.engine, "--mode", self.mode,
+                    "--rate", rate_arg(rate_hz), *idle, "-f", "collapsed", "-o", out, "-q", script]
         if f == "py-spy":
             idle = ["--idle"] if self.mode == "wall" else []
             return [find_binary("py-spy", python) or "py-spy", "record", "-r", str(rate_hz), "-f", "raw",
@@ -149,8 +139,8 @@ def _check(family: str, engine: str, python: str) -> str | None:
             return False
 
     if family == "truestack":
-        if not truestack_cli(python) and not runs([python, "-c", "from truestack.sampler import Sampler"]):
-            return "not installed (no `truestack record`, no truestack.Sampler)"
+        if not runs([python, "-m", "truestack", "record", "--help"]):
+            return "not installed"
         if engine == "native" and not runs([python, "-c", "import truestack._native, truestack.engines.native"]):
             return "not installed (no native extension)"
         return None
@@ -158,21 +148,6 @@ def _check(family: str, engine: str, python: str) -> str | None:
         return None if find_binary(family, python) else "not installed"
     module = {"pyinstrument": "pyinstrument", "yappi": "yappi", "cProfile": "cProfile"}[family]
     return None if runs([python, "-c", f"import {module}"]) else "not installed"
-
-
-_CLI_CACHE: dict[str, bool] = {}
-
-
-def truestack_cli(python: str) -> bool:
-    """Whether `python -m truestack record` exists; the benches fall back to
-    ts_driver.py (the Sampler API) while it does not."""
-    if python not in _CLI_CACHE:
-        try:
-            _CLI_CACHE[python] = subprocess.run([python, "-m", "truestack", "record", "--help"], capture_output=True,
-                                                timeout=60, env=child_env()).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _CLI_CACHE[python] = False
-    return _CLI_CACHE[python]
 
 
 # -- converters ------------------------------------------------------------

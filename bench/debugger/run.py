@@ -22,7 +22,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
+sys.path.insert(0, os.path.dirname(HERE))
+from truestack_path import child_env  # noqa: E402
+
 CONFIGS = ("ts-a", "ts-b", "pdb-a", "pdb-b")
 
 
@@ -112,7 +114,7 @@ def main() -> int:
         print(_worker(args.worker, n, calls))
         return 0
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")])))
+    env = child_env()
     env.pop("PYTHONBREAKPOINT", None)
     ratios: dict[str, list[float]] = {config: [] for config in CONFIGS}
     for _ in range(rounds):

@@ -1,6 +1,6 @@
 """Time exporting a synthetic profile to every format.
 
-    PYTHONPATH=src python bench/export/run.py [--samples 1000000] [--stacks 5000] [--threads 4]
+    python bench/export/run.py [--samples 1000000] [--stacks 5000] [--threads 4]
 
 The profile is shaped like a real recording: several threads, a few thousand
 unique stacks 20-40 frames deep that share long prefixes (call trees do), a
@@ -16,7 +16,10 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from truestack_path import make_importable  # noqa: E402
+
+make_importable()
 
 from truestack.exporters import FORMATS, export  # noqa: E402
 from truestack.model import Marker, Profile  # noqa: E402

@@ -24,7 +24,10 @@ import random
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from truestack_path import make_importable  # noqa: E402
+
+make_importable()
 
 from truestack.model import Profile  # noqa: E402
 from truestack.samples import STATE_RUNNING, Frame, Sample  # noqa: E402

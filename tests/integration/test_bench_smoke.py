@@ -203,6 +203,10 @@ def test_accuracy_runner_quick(tmp_path):
     for row in body:
         assert all(CELL.match(c) for c in row[1:]), row
     doc = json.loads(out_json.read_text())
+    # truestack itself must have run, with the engine each column names.
+    for workload in ("straight_line", "sleep_compute"):
+        for column in ("ts-native-cpu", "ts-native-wall", "ts-safept-cpu", "ts-safept-wall"):
+            assert doc["results"][workload][column]["status"] == "ok", (workload, column)
     # cProfile is always there and deterministic: it must score near the truth,
     # which fails if the truth, the conversion or the scorer is broken.
     assert doc["results"]["straight_line"]["cProfile"]["status"] == "ok"
@@ -226,6 +230,8 @@ def test_overhead_runner_quick(tmp_path):
         if row[0] not in ("profiler",):
             assert re.match(r"^(-?\d+(\.\d{3})?|-)$", row[1]), row
     doc = json.loads(out_json.read_text())
+    ts_wall, ts_cpu, _startup = doc["ratios"]["cpu_bound"]["ts-native-cpu @1k"]
+    assert 0.5 < ts_wall < 3 and 0.5 < ts_cpu < 3  # measured, not failed
     wall, cpu, _startup = doc["ratios"]["cpu_bound"]["cProfile"]
     # cProfile traces every call of a call-heavy program: it cannot be free.
     assert wall > 1.1 and cpu > 1.1

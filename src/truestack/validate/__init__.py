@@ -14,7 +14,7 @@ A layered oracle, after "Validating Java Profiling APIs" (trace_validation):
   stack at that instant. A difference confined to the one frame being
   entered or left is a *boundary* effect, counted apart from real errors.
 
-The C side lives in `truestack/_native/validate_*.c`; this package drives it
+The C side lives in `truestack/_csrc/validate_*.c`; this package drives it
 (`oracle`), turns its counters into a result (`result`) and prints it
 (`report`).
 """

@@ -1,4 +1,4 @@
-"""Drives the C oracle (truestack/_native/validate_*.c) around a target run.
+"""Drives the C oracle (truestack/_csrc/validate_*.c) around a target run.
 
 Event hooks keep the shadow stacks: `sys.monitoring` on 3.12+, on 3.10/3.11
 a C profile function installed per thread (threading.setprofile bootstraps
