@@ -69,6 +69,10 @@ class Page:
         self.page.goto(self.url)
         self.page.wait_for_function("window.truestackFlame && window.truestackFlame.ready", timeout=120_000)
 
+    def settle(self, condition: str) -> None:
+        """Wait until `condition` (JS) holds and the canvas has been redrawn for it."""
+        self.page.wait_for_function(f"({condition}) && !truestackFlame.state().redrawPending")
+
     def state(self) -> dict:
         return self.page.evaluate("truestackFlame.state()")
 
@@ -86,6 +90,7 @@ class Page:
         box = self.box(name)
         assert box is not None, f"{name} is not drawn"
         self.page.mouse.click(box["x"] + min(box["w"] / 2, 40), box["y"] + box["h"] / 2)
+        self.settle("true")
         return box
 
     def close(self) -> None:
@@ -171,7 +176,7 @@ def test_click_zooms_and_reset_restores(page) -> None:
     # frames outside the zoomed subtree are gone
     assert page.box("render") is None
     page.page.click("#ts-reset")
-    page.page.wait_for_function("truestackFlame.state().zoom === 0")
+    page.settle("truestackFlame.state().zoom === 0")
     assert page.box("render") is not None
     assert abs(page.box("compute")["w"] - full["w"]) < 1
 
@@ -189,7 +194,7 @@ def test_tooltip_shows_function_location_and_percentages(page, demo) -> None:
 
 def test_search_highlights_and_reports_matched_share(page, demo) -> None:
     page.page.fill("#ts-search", "parse")
-    page.page.wait_for_function("truestackFlame.state().matchPct !== null")
+    page.settle("truestackFlame.state().matchPct !== null")
     state = page.state()
     expected = weight_share(demo[0], "parse")
     assert state["matchPct"] == pytest.approx(expected, abs=1e-6)
@@ -200,7 +205,7 @@ def test_search_highlights_and_reports_matched_share(page, demo) -> None:
     compute = page.box("compute")
     assert page.pixel(compute["x"] + compute["w"] / 2, compute["y"] + 2) != HIGHLIGHT
     page.page.fill("#ts-search", "")
-    page.page.wait_for_function("truestackFlame.state().matchPct === null")
+    page.settle("truestackFlame.state().matchPct === null")
     assert page.pixel(box["x"] + box["w"] / 2, box["y"] + box["h"] / 2) != HIGHLIGHT
 
 
@@ -208,17 +213,17 @@ def test_thread_switching(page, demo) -> None:
     p = demo[0]
     assert page.box("only_in_worker") is not None
     page.page.select_option("#ts-thread", "1")
-    page.page.wait_for_function("truestackFlame.state().thread === '1'")
+    page.settle("truestackFlame.state().thread === '1'")
     state = page.state()
     assert state["totalSamples"] == len(p.threads[1])
     assert state["totalWeight"] == sum(p.threads[1].weight_ns)
     assert page.box("only_in_worker") is None and page.box("compute") is not None
     page.page.select_option("#ts-thread", "2")
-    page.page.wait_for_function("truestackFlame.state().thread === '2'")
+    page.settle("truestackFlame.state().thread === '2'")
     assert page.state()["totalSamples"] == len(p.threads[2])
     assert page.box("compute") is None and page.box("only_in_worker") is not None
     page.page.select_option("#ts-thread", "all")
-    page.page.wait_for_function("truestackFlame.state().thread === 'all'")
+    page.settle("truestackFlame.state().thread === 'all'")
     assert page.state()["totalSamples"] == p.sample_count
     assert page.errors == []
 
@@ -292,7 +297,7 @@ def test_100k_node_tree_renders_fast_enough(browser, tmp_path) -> None:
         assert load_s < 60, f"100k-node page took {load_s:.1f}s to become ready"
         # interaction still works at this size
         pg.page.select_option("#ts-thread", "2")
-        pg.page.wait_for_function("truestackFlame.state().thread === '2'")
+        pg.settle("truestackFlame.state().thread === '2'")
         assert pg.state()["totalSamples"] == 50_000
         # click the widest frame two levels down and check the view zoomed into it
         target = max((b for b in pg.page.evaluate("truestackFlame.drawn()") if b["row"] == 2), key=lambda b: b["w"])
@@ -301,7 +306,7 @@ def test_100k_node_tree_renders_fast_enough(browser, tmp_path) -> None:
         assert zoomed["zoom"] == target["node"] and zoomed["zoomName"] == target["name"]
         assert zoomed["zoomValue"] < zoomed["total"]
         pg.page.fill("#ts-search", "fn_12")
-        pg.page.wait_for_function("truestackFlame.state().matchPct !== null")
+        pg.settle("truestackFlame.state().matchPct !== null")
         assert 0 < pg.state()["matchPct"] < 100
         assert pg.errors == []
     finally:

@@ -354,7 +354,7 @@
     state: function () {
       return { thread: state.thread, metric: state.metric, zoom: state.zoom, zoomName: nodeName(state.zoom),
                zoomValue: val[state.zoom], total: val[0], totalSamples: cumC[0], totalWeight: cumW[0],
-               boxes: state.boxes.length, drawMs: state.drawMs, matchPct: state.matchPct,
+               boxes: state.boxes.length, drawMs: state.drawMs, matchPct: state.matchPct, redrawPending: pending,
                matchedBoxes: state.matched ? state.boxes.filter(function (b) { return b.n >= 0 && state.matched[b.n]; }).length : 0 };
     },
     // client-space rectangle of the widest drawn box of a function, to aim real mouse clicks at
