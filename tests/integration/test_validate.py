@@ -255,7 +255,7 @@ def test_broken_walker_is_caught(tmp_path, fault, kind):
 
 def test_text_report_and_target_exit_status(tmp_path):
     script = tmp_path / "exits.py"
-    script.write_text("import sys\ndef f():\n    return sum(range(10))\nfor _ in range(2000):\n    f()\nsys.exit(3)\n")
+    script.write_text("import sys\ndef f():\n    return sum(range(10))\nfor _ in range(10000):\n    f()\nsys.exit(3)\n")
     proc = run_truestack("validate", str(script), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "target exit status 3" in proc.stderr
@@ -292,3 +292,16 @@ def test_usage_errors_are_one_line(tmp_path, args, needle):
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_too_few_checks_is_inconclusive_not_a_pass(tmp_path):
+    # A target that dies at once gives the oracle almost nothing to check.
+    script = tmp_path / "dies.py"
+    script.write_text("raise SystemExit('died before doing any work')\n")
+    proc = run_truestack("validate", "--json", str(script), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["verdict"] == "INCONCLUSIVE" and data["passed"] is False
+    assert data["errors"] == 0 and data["checked"] < data["min_checks"]
+    text = run_truestack("validate", str(script), cwd=tmp_path)
+    assert text.returncode == 1 and "INCONCLUSIVE" in text.stderr and "too few checks" in text.stderr

@@ -27,6 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of the signal timing (default: random)")
     p.add_argument("--max-error", type=float, default=0.5, metavar="PCT",
                    help="exit 1 when the error rate exceeds this percentage (default 0.5)")
+    p.add_argument("--min-checks", type=int, default=200, metavar="N",
+                   help="exit 1 (INCONCLUSIVE) with fewer walker checks than this (default 200)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the report (JSON with --json) to FILE")
     # Test-only: damage the walker's results to prove the oracle catches it.
@@ -47,6 +49,8 @@ def _check_options(args: argparse.Namespace) -> None:
         raise UsageError("--sync-every must be >= 0")
     if args.rate < 0 or args.rate > 100000:
         raise UsageError("--rate must be between 0 and 100000")
+    if args.min_checks < 0:
+        raise UsageError("--min-checks must be >= 0")
     if not 0 <= args.max_error <= 100:
         raise UsageError("--max-error must be a percentage between 0 and 100")
     if args.sync_every == 0 and args.rate == 0:
@@ -87,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     result = ValidationResult.from_native(
         raw, oracle.examples, target=target.describe(), target_status=status,
-        python=platform.python_version(), max_error=args.max_error / 100.0,
+        python=platform.python_version(), max_error=args.max_error / 100.0, min_checks=args.min_checks,
         settings=settings.as_dict(), duration_s=time.monotonic() - t0,
     )
     text = render_json(result) if args.json else render_text(result)

@@ -67,11 +67,11 @@ def render_text(result: ValidationResult) -> str:
             if ex:
                 lines.extend(_example_lines(ex))
     lines.append("")
-    verdict = "PASS" if result.passed else "FAIL"
     lines.append(f"  error rate {_pct(result.error_rate)} over {result.checked} walker checks "
-                 f"(max {_pct(result.max_error)}): {verdict}")
-    if result.checked == 0:
-        lines.append("  warning: nothing was checked (did the target run any Python code?)")
+                 f"(max {_pct(result.max_error)}): {result.verdict}")
+    if not result.conclusive:
+        lines.append(f"  too few checks for a verdict: at least {result.min_checks} needed "
+                     "(run the program longer, or did it fail early?)")
     return "\n".join(lines)
 
 

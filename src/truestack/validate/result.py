@@ -46,6 +46,7 @@ class ValidationResult:
     layers: dict[str, LayerResult]
     examples: list[dict[str, Any]]
     max_error: float  # a fraction: 0.005 for 0.5 %
+    min_checks: int = 200  # fewer walker checks than this cannot support a verdict
     counters: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
@@ -72,7 +73,22 @@ class ValidationResult:
         return self.errors / self.checked if self.checked else 0.0
 
     @property
+    def conclusive(self) -> bool:
+        return self.checked >= self.min_checks
+
+    @property
+    def verdict(self) -> str:
+        if not self.within_limit:
+            return "FAIL"
+        return "PASS" if self.conclusive else "INCONCLUSIVE"
+
+    @property
     def passed(self) -> bool:
+        """Enough checks, and every walker layer within the allowed error rate."""
+        return self.conclusive and self.within_limit
+
+    @property
+    def within_limit(self) -> bool:
         """Overall and every walker layer within the allowed error rate."""
         if self.error_rate > self.max_error:
             return False
@@ -90,6 +106,8 @@ class ValidationResult:
             "errors": self.errors,
             "error_rate": self.error_rate,
             "max_error": self.max_error,
+            "min_checks": self.min_checks,
+            "verdict": self.verdict,
             "passed": self.passed,
             "counters": self.counters,
             "examples": self.examples,
