@@ -68,6 +68,8 @@ int ts_layout_init(void) {
     L->fr_owner = offsetof(_PyInterpreterFrame, owner);
     L->fr_min_size = offsetof(_PyInterpreterFrame, localsplus);
     L->gen_iframe = offsetof(PyGenObject, gi_iframe);
+    L->gen_frame_state = offsetof(PyGenObject, gi_frame_state);
+    L->gen_executing = FRAME_EXECUTING;
     L->frobj_data = offsetof(PyFrameObject, _f_frame_data);
     L->code_adaptive = offsetof(PyCodeObject, co_code_adaptive);
     L->code_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);

@@ -16,7 +16,7 @@
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
-    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep",
+    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep", "torn",
 };
 static const char *const kind_names[] = {"python", "native", "shim", "?"};
 static const char *const state_names[] = {"unknown", "running", "idle"};

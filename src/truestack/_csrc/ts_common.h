@@ -29,7 +29,10 @@ enum {
     TS_BAD_CODE = 4,    /* a frame's code pointer is not a code object */
     TS_BAD_OFFSET = 5,  /* instruction pointer outside the code object */
     TS_TOO_DEEP = 6,    /* chain longer than TS_MAX_WALK (cycle?) */
-    TS_NREASONS = 7
+    TS_TORN = 7,        /* caught mid-update: a suspended generator frame on the
+                           chain, a chain ending at a generator frame, or no
+                           frame behind a torn publication */
+    TS_NREASONS = 8
 };
 extern const char *const ts_partial_names[TS_NREASONS];
 

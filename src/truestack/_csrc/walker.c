@@ -61,21 +61,28 @@ TS_SIGNAL_SAFE static int in_chunks(ts_chunks *c, uintptr_t f) {
     return c->truncated;
 }
 
-/* 3.11+: is f a plausible _PyInterpreterFrame? Sets *owner. */
+/* 3.11+: is f a plausible _PyInterpreterFrame? Sets *owner. Returns TS_OK,
+ * or the reason it is not (TS_BAD_FRAME; TS_TORN for a generator frame that
+ * is not executing, i.e. one being suspended or resumed at this instant). */
 TS_SIGNAL_SAFE static int plausible_iframe(uintptr_t f, ts_chunks *c, int *owner, int *fault) {
-    if (f & 7) return 0;
+    if (f & 7) return TS_BAD_FRAME;
     *owner = (int)ts_load_sized(f + ts_L.fr_owner, 1, fault);
-    if (*fault) return 0;
-    if (*owner == ts_L.owner_thread) return in_chunks(c, f);
+    if (*fault) return TS_FAULT;
+    if (*owner == ts_L.owner_thread) return in_chunks(c, f) ? TS_OK : TS_BAD_FRAME;
     if (*owner == ts_L.owner_gen) {
         uintptr_t gen = f - ts_L.gen_iframe;
         uint64_t t = ts_load(gen + OB_TYPE_OFF, fault);
-        return !*fault && (t == (uintptr_t)ts_L.gen_type || t == (uintptr_t)ts_L.coro_type ||
-                           t == (uintptr_t)ts_L.asyncgen_type);
+        if (*fault) return TS_FAULT;
+        if (t != (uintptr_t)ts_L.gen_type && t != (uintptr_t)ts_L.coro_type && t != (uintptr_t)ts_L.asyncgen_type)
+            return TS_BAD_FRAME;
+        int state = (int)(int8_t)ts_load_sized(gen + ts_L.gen_frame_state, 1, fault);
+        if (*fault) return TS_FAULT;
+        return state == ts_L.gen_executing ? TS_OK : TS_TORN;
     }
-    if (*owner == ts_L.owner_frameobj) return is_type(f - ts_L.frobj_data, ts_L.frame_type, fault);
-    if (ts_L.owner_cstack >= 0 && *owner == ts_L.owner_cstack) return 1;  /* lives on the C stack */
-    return 0;
+    if (*owner == ts_L.owner_frameobj)
+        return is_type(f - ts_L.frobj_data, ts_L.frame_type, fault) ? TS_OK : (*fault ? TS_FAULT : TS_BAD_FRAME);
+    if (ts_L.owner_cstack >= 0 && *owner == ts_L.owner_cstack) return TS_OK;  /* lives on the C stack */
+    return TS_BAD_FRAME;
 }
 
 /* Records one frame or only counts it once out is full. */
@@ -112,10 +119,11 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
     load_chunks(ts, &chunks, &fault);
     if (fault) { res->partial = TS_FAULT; return; }
     uintptr_t f;
+    int why;
     if (ts_L.chain == TS_CHAIN_CFRAME) {
         uintptr_t cf = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
         f = cf ? (uintptr_t)ts_load(cf + ts_L.cf_current, &fault) : 0;
-        if (f && !fault && !plausible_iframe(f, &chunks, &owner, &fault)) {
+        if (f && !fault && ((why = plausible_iframe(f, &chunks, &owner, &fault)) == TS_BAD_FRAME || why == TS_FAULT)) {
             /* Torn publication: the eval loop stores tstate->cframe before
              * initialising cframe.current_frame. The frame being entered is
              * not started yet, so the caller's cframe holds the true top. */
@@ -123,28 +131,33 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
             chunks.cursor = 0;
             uintptr_t prev = (uintptr_t)ts_load(cf + ts_L.cf_previous, &fault);
             f = prev ? (uintptr_t)ts_load(prev + ts_L.cf_current, &fault) : 0;
+            if (!f && !fault) { res->partial = TS_TORN; return; }
         }
     } else {
         f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
     }
+    int last_owner = -1;
     for (int steps = 0; f && !fault; steps++) {
         if (steps > TS_MAX_WALK) { res->partial = TS_TOO_DEEP; return; }
+        why = plausible_iframe(f, &chunks, &owner, &fault);
+        /* The leaf may be a generator frame being suspended or resumed right
+         * now (its state flips a few instructions before the chain is
+         * relinked): that is the frame being left or entered, not an error.
+         * Deeper in the chain a generator is executing or it is not there. */
+        if (why == TS_TORN && steps == 0) why = TS_OK;
+        if (why != TS_OK) {
+            res->partial = fault ? TS_FAULT : why;
+            return;
+        }
+        last_owner = owner;
+        uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
         if (res->nframes >= max) {
             /* Only counting now: the location check and the owner suffice
              * (incomplete frames only occur at the leaf end). */
-            if (!plausible_iframe(f, &chunks, &owner, &fault)) {
-                res->partial = fault ? TS_FAULT : TS_BAD_FRAME;
-                return;
-            }
             if (!(ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack)) res->depth++;
-            f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
+            f = next;
             continue;
         }
-        if (!plausible_iframe(f, &chunks, &owner, &fault)) {
-            res->partial = fault ? TS_FAULT : TS_BAD_FRAME;
-            return;
-        }
-        uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
         if (ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack) {  /* entry shim */
             f = next;
             continue;
@@ -169,6 +182,9 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
         EMIT(code, off, TS_KIND_PYTHON);
         f = next;
     }
+    /* A generator frame is always resumed by some frame (or an entry shim):
+     * a chain that ends at one was read while its link was being written. */
+    if (!fault && last_owner == ts_L.owner_gen) res->partial = TS_TORN;
     if (fault) res->partial = TS_FAULT;
 }
 
