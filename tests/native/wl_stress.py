@@ -20,7 +20,7 @@ from wl_common import Collector, emit
 mode, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 sys.setrecursionlimit(20000)
 windows: dict[str, list[int]] = {}  # tag -> [start_ns, end_ns]
-check = {"samples": 0, "partial": 0, "tagged": 0, "misattributed": 0, "examples": [], "max_depth": 0,
+check = {"samples": 0, "partial": 0, "partial_leaf_known": 0, "tagged": 0, "misattributed": 0, "examples": [], "max_depth": 0,
          "threads": set(), "kinds": {}}
 TAGGED_PREFIXES = ("churn_", "rep_", "<lam-")
 
@@ -60,6 +60,8 @@ def verify(s):
     if s.partial:
         check["partial"] += 1
         check["kinds"][s.partial] = check["kinds"].get(s.partial, 0) + 1
+        if len(s.frames) > 1:  # "[partial stack: ...]" root, then the frames the walker trusted
+            check["partial_leaf_known"] += 1
     for f in s.frames:
         t = tag_of(f)
         if t is None:

@@ -55,6 +55,16 @@ _active: "_NativeEngine | None" = None
 _forked = False
 
 
+def _partial_root(reason: str) -> Frame:
+    frame = _PARTIAL_ROOTS.get(reason)
+    if frame is None:
+        frame = _PARTIAL_ROOTS[reason] = Frame(f"[partial stack: {reason}]", "", 0, 0, "truncated")
+    return frame
+
+
+_PARTIAL_ROOTS: dict[str, Frame] = {}
+
+
 def _is_shim(code: types.CodeType) -> bool:
     # 3.13 pushes a static `__init__` cleanup shim (owned by the thread, so
     # the walker cannot tell it from a real frame); its filename gives it away.
@@ -171,6 +181,8 @@ class _NativeEngine(Engine):
                 frames = self._resolve(flat)
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
+                    if frames:  # the leaf end is right, its callers are missing: say so at the root
+                        frames = (_partial_root(partial), *frames)
                 elif depth > len(frames):
                     frames = (_TRUNCATED, *frames)
                 out.append(Sample(
