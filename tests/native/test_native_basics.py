@@ -127,10 +127,13 @@ def test_threads_are_named_and_thread_module_threads_are_sampled():
         e.start()
         done = threading.Event()
         def raw():
-            spin(0.3); done.set()
+            spin(0.5); done.set()
         _thread.start_new_thread(raw, ())
-        t = threading.Thread(target=spin, args=(0.3,), name="named-worker"); t.start()
-        spin(0.1); samples = e.drain(); t.join(); done.wait(); time.sleep(0.05)
+        t = threading.Thread(target=spin, args=(0.5,), name="named-worker"); t.start()
+        samples = []
+        while not done.is_set():  # drain as the collector does: _thread threads are found at drains
+            time.sleep(0.02); samples += e.drain()
+        t.join(); time.sleep(0.05)
         samples += e.drain()
         e.stop(); samples += e.drain()
         leafs = {(s.thread_name, s.frames[-1].name) for s in samples if s.frames}
