@@ -29,6 +29,26 @@ def _func_key(profile: Profile, func: int) -> tuple[str, int, str]:
     return (path, row.first_line, profile.strings[row.name])
 
 
+def _count(table: dict, keys: list, n: int, w: int) -> None:
+    """Book one stack's n samples (weight w) to its functions or caller edges.
+
+    Entries are [primitive calls, calls, own time, cumulative time]: calls
+    count every occurrence, the primitive count and cumulative time count a
+    key once per sample however often it recurs, own time goes to the leaf.
+    """
+    for key in keys:
+        entry = table.get(key)
+        if entry is None:
+            entry = table[key] = [0, 0, 0, 0]
+        entry[1] += n
+    for key in set(keys):
+        entry = table[key]
+        entry[0] += n
+        entry[3] += w
+    if keys:
+        table[keys[-1]][2] += w
+
+
 def build_stats(profile: Profile) -> dict:
     totals = profile.stack_totals()
     if not any(w for _, w in totals.values()):
@@ -43,28 +63,8 @@ def build_stats(profile: Profile) -> dict:
         if stack < 0:
             continue
         chain = [frames_func[f] for f in profile.stack_frames(stack)]
-        for f in chain:
-            entry = funcs.get(f)
-            if entry is None:
-                entry = funcs[f] = [0, 0, 0, 0]
-            entry[1] += n
-        for f in set(chain):
-            entry = funcs[f]
-            entry[0] += n
-            entry[3] += w
-        funcs[chain[-1]][2] += w
-        pairs = list(zip(chain, chain[1:]))
-        for pair in pairs:
-            entry = edges.get(pair)
-            if entry is None:
-                entry = edges[pair] = [0, 0, 0, 0]
-            entry[1] += n
-        for pair in set(pairs):
-            entry = edges[pair]
-            entry[0] += n
-            entry[3] += w
-        if pairs:
-            edges[pairs[-1]][2] += w
+        _count(funcs, chain, n, w)
+        _count(edges, list(zip(chain, chain[1:])), n, w)
     keys = {f: _func_key(profile, f) for f in funcs}
     callers: dict[int, dict] = {f: {} for f in funcs}
     for (caller, callee), (cc, nc, tt, ct) in edges.items():
