@@ -235,3 +235,15 @@ def test_overhead_runner_quick(tmp_path):
     wall, cpu, _startup = doc["ratios"]["cpu_bound"]["cProfile"]
     # cProfile traces every call of a call-heavy program: it cannot be free.
     assert wall > 1.1 and cpu > 1.1
+
+
+@pytest.mark.timeout(120)
+def test_signal_floor_bench_measures_each_source():
+    proc = subprocess.run([sys.executable, str(OVERHEAD / "signal_floor.py"), "--rounds", "1", "--loops", "30000000"],
+                          capture_output=True, text=True, timeout=110, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    rows = {(r[0], r[1]): r for r in table_rows(proc.stdout)[1:]}
+    for source in ("perf", "thread"):
+        row = rows[(source, "1000")]
+        assert re.match(r"^\d+\.\d{3}$", row[2]), row  # slowdown
+        assert float(row[3]) > 100, row  # signals were delivered
