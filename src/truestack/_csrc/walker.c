@@ -119,16 +119,21 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
     load_chunks(ts, &chunks, &fault);
     if (fault) { res->partial = TS_FAULT; return; }
     uintptr_t f;
-    int why;
+    int why = TS_OK, leaf_checked = 0;  /* the leaf's check, when already made */
     if (ts_L.chain == TS_CHAIN_CFRAME) {
         uintptr_t cf = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
         f = cf ? (uintptr_t)ts_load(cf + ts_L.cf_current, &fault) : 0;
-        if (f && !fault && ((why = plausible_iframe(f, &chunks, &owner, &fault)) == TS_BAD_FRAME || why == TS_FAULT)) {
+        if (f && !fault) {
+            why = plausible_iframe(f, &chunks, &owner, &fault);
+            leaf_checked = 1;
+        }
+        if (leaf_checked && (why == TS_BAD_FRAME || why == TS_FAULT)) {
             /* Torn publication: the eval loop stores tstate->cframe before
              * initialising cframe.current_frame. The frame being entered is
              * not started yet, so the caller's cframe holds the true top. */
             fault = 0;
             chunks.cursor = 0;
+            leaf_checked = 0;
             uintptr_t prev = (uintptr_t)ts_load(cf + ts_L.cf_previous, &fault);
             f = prev ? (uintptr_t)ts_load(prev + ts_L.cf_current, &fault) : 0;
             if (!f && !fault) { res->partial = TS_TORN; return; }
@@ -139,7 +144,8 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
     int last_owner = -1;
     for (int steps = 0; f && !fault; steps++) {
         if (steps > TS_MAX_WALK) { res->partial = TS_TOO_DEEP; return; }
-        why = plausible_iframe(f, &chunks, &owner, &fault);
+        if (!leaf_checked) why = plausible_iframe(f, &chunks, &owner, &fault);
+        leaf_checked = 0;
         /* The leaf may be a generator frame being suspended or resumed right
          * now (its state flips a few instructions before the chain is
          * relinked): that is the frame being left or entered, not an error.
