@@ -29,6 +29,7 @@ One native engine can run at a time per process (the C core is global).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 import threading
@@ -55,14 +56,9 @@ _active: "_NativeEngine | None" = None
 _forked = False
 
 
+@functools.lru_cache(maxsize=None)  # a few reasons: one interned root frame each
 def _partial_root(reason: str) -> Frame:
-    frame = _PARTIAL_ROOTS.get(reason)
-    if frame is None:
-        frame = _PARTIAL_ROOTS[reason] = Frame(f"[partial stack: {reason}]", "", 0, 0, "truncated")
-    return frame
-
-
-_PARTIAL_ROOTS: dict[str, Frame] = {}
+    return Frame(f"[partial stack: {reason}]", "", 0, 0, "truncated")
 
 
 def _is_shim(code: types.CodeType) -> bool:
@@ -76,8 +72,13 @@ class _NativeEngine(Engine):
 
     biased = False
 
-    def __init__(self, mode: str, rate_hz: float, max_depth: int, ring_slots: int = 65536,
-                 timer: str | None = None) -> None:
+    sampling_mode = ""  # the one mode each subclass samples in
+
+    def __init__(self, mode: str | None = None, rate_hz: float = 100, max_depth: int = 128,
+                 ring_slots: int = 65536, timer: str | None = None) -> None:
+        mode = mode or self.sampling_mode
+        if mode != self.sampling_mode:
+            raise ValueError(f"{type(self).__name__} samples in {self.sampling_mode} mode")
         super().__init__(mode, rate_hz, max_depth)
         if _native is None:
             raise EngineUnavailable(f"truestack._native cannot be imported: {_IMPORT_ERROR}")
@@ -271,22 +272,14 @@ class NativeCpuEngine(_NativeEngine):
     """CPU-time sampling: each thread in proportion to its own CPU time."""
 
     name = "native-cpu"
-
-    def __init__(self, mode: str = "cpu", rate_hz: float = 100, max_depth: int = 128, **kw: Any) -> None:
-        super().__init__(mode, rate_hz, max_depth, **kw)
-        if self.mode != "cpu":
-            raise ValueError("NativeCpuEngine samples in cpu mode")
+    sampling_mode = "cpu"
 
 
 class NativeWallEngine(_NativeEngine):
     """Wall-clock sampling: every registered thread at the rate, idle ones too."""
 
     name = "native-wall"
-
-    def __init__(self, mode: str = "wall", rate_hz: float = 100, max_depth: int = 128, **kw: Any) -> None:
-        super().__init__(mode, rate_hz, max_depth, **kw)
-        if self.mode != "wall":
-            raise ValueError("NativeWallEngine samples in wall mode")
+    sampling_mode = "wall"
 
 
 def _stop_active_at_exit() -> None:

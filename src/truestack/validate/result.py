@@ -4,11 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Mismatch kinds that mean the walker returned a wrong stack.
+# Mismatch kinds that mean the walker returned a wrong stack. The others are
+# counted but are not errors: "boundary" (the frame being entered or left at
+# the signal's instant) and "partial" (stacks the walker itself flagged).
 ERROR_KINDS = ("missing", "extra", "reordered", "wrong_code", "wrong_line")
-# Kinds that are counted but are not errors: the frame being entered or left
-# at the signal's instant, and stacks the walker itself flagged as partial.
-NOTED_KINDS = ("boundary", "partial")
 WALKER_LAYERS = ("sync", "async")
 
 
