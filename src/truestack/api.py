@@ -42,11 +42,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from .atomic_file import write_atomic
 from .model import Marker, Profile
-from .samples import Sample, SamplerStats
+from .samples import Frame, Sample, SamplerStats
 from .sampler import DEFAULT_MAX_DEPTH, Sampler
 
 F = TypeVar("F", bound=Callable[..., Any])
+# A stack (root first) -> the stack the profile keeps, or None to drop the sample.
+StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
+_UNSEEN: Any = object()
+_KEPT_LIMIT = 10_000  # stacks whose filtering is remembered
 
 _active: list["ProfileSession"] = []
 _active_lock = threading.Lock()
@@ -62,8 +67,9 @@ class ProfileSession:
 
     def __init__(self, mode: str = "cpu", rate: float | str = 100, engine: str = "auto",
                  max_depth: int = DEFAULT_MAX_DEPTH, command: list[str] | None = None,
-                 sample_filter: Callable[[list[Sample]], list[Sample]] | None = None) -> None:
-        self._filter = sample_filter
+                 stack_filter: StackFilter | None = None) -> None:
+        self._filter = stack_filter
+        self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
         self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine,
                                on_samples=self._on_samples)
         self.profile = Profile({
@@ -81,10 +87,22 @@ class ProfileSession:
         self._lock = threading.Lock()
 
     def _on_samples(self, batch: list[Sample]) -> None:
-        batch = [s for s in batch if not _in_sampler(s)]
-        if self._filter is not None:
-            batch = self._filter(batch)
-        self.profile.add_samples(batch)
+        # The same stacks recur sample after sample: decide once per stack.
+        kept = self._kept
+        out = []
+        for sample in batch:
+            frames = kept.get(sample.frames, _UNSEEN)
+            if frames is _UNSEEN:
+                frames = None if _in_sampler(sample.frames) else sample.frames
+                if frames is not None and self._filter is not None:
+                    frames = self._filter(frames)
+                if len(kept) >= _KEPT_LIMIT:
+                    kept.clear()
+                kept[sample.frames] = frames
+            if frames is not None:
+                sample.frames = frames
+                out.append(sample)
+        self.profile.add_samples(out)
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> "ProfileSession":
@@ -139,9 +157,7 @@ class ProfileSession:
         from . import exporters
 
         fmt = format or exporters.format_for_path(os.fspath(path)) or "truestack"
-        data = exporters.export(self.profile, fmt)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        write_atomic(path, exporters.export(self.profile, fmt))
         return fmt
 
 
@@ -149,9 +165,9 @@ _SAMPLER_FILES = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
                        for name in ("sampler.py", "engines" + os.sep))
 
 
-def _in_sampler(sample: Sample) -> bool:
+def _in_sampler(frames: tuple[Frame, ...]) -> bool:
     """Samples of the sampler starting or stopping itself are its overhead, not the program."""
-    return any(frame.file.startswith(_SAMPLER_FILES) for frame in sample.frames)
+    return any(frame.file.startswith(_SAMPLER_FILES) for frame in frames)
 
 
 def note_interrupted(profile: Profile, reason: str, thread_id: int | None = None) -> None:

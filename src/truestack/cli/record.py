@@ -37,7 +37,7 @@ from ..engines import ENGINE_CHOICES, EngineUnavailable
 from ..model import Profile
 from ..model.storage import dumps
 from ..rates import parse_rate
-from ..samples import Sample
+from ..samples import Frame
 from ..sampler import DEFAULT_MAX_DEPTH
 from ..target import Target, resolve_target, run_target
 from .errors import UsageError
@@ -267,31 +267,26 @@ def _launcher_files() -> set[str]:
     return files
 
 
-def make_frame_stripper() -> Callable[[list[Sample]], list[Sample]]:
-    """A sample filter that cuts the launcher and truestack frames off the root of stacks.
+def make_frame_stripper() -> Callable[[tuple[Frame, ...]], tuple[Frame, ...] | None]:
+    """A stack filter that cuts the launcher and truestack frames off the root of stacks.
 
     The program's `<module>` becomes the root, as if it ran directly; samples
-    taken in truestack itself (before or after the program) are dropped.
+    taken in truestack itself (before or after the program) are dropped (None).
     """
     launcher = _launcher_files()
 
-    def strip(batch: list[Sample]) -> list[Sample]:
-        out = []
-        for sample in batch:
-            frames = sample.frames
-            if frames and (frames[0].file in launcher or frames[0].file.startswith(_PKG_DIR)):
-                for i, frame in enumerate(frames):
-                    if frame.name == "run_target" and frame.file == _TARGET_FILE:
-                        frames = frames[i + 1:]
-                        break
-                else:
-                    if any(f.file.startswith(_PKG_DIR) for f in frames):
-                        continue  # truestack's own work around the program
-                if not frames or frames[0].file.startswith(_PKG_DIR):
-                    continue  # empty, or truestack loading the program (load_target)
-                sample.frames = frames
-            out.append(sample)
-        return out
+    def strip(frames: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
+        if frames and (frames[0].file in launcher or frames[0].file.startswith(_PKG_DIR)):
+            for i, frame in enumerate(frames):
+                if frame.name == "run_target" and frame.file == _TARGET_FILE:
+                    frames = frames[i + 1:]
+                    break
+            else:
+                if any(f.file.startswith(_PKG_DIR) for f in frames):
+                    return None  # truestack's own work around the program
+            if not frames or frames[0].file.startswith(_PKG_DIR):
+                return None  # empty, or truestack loading the program (load_target)
+        return frames
 
     return strip
 
@@ -314,7 +309,7 @@ class Recording:
         command = ([plan.target.name] if plan.target.kind == "script" else ["-m", plan.target.name])
         self.session = ProfileSession(mode=plan.mode, rate=plan.rate_hz, engine=plan.engine,
                                       max_depth=plan.max_depth, command=[*command, *plan.target.args],
-                                      sample_filter=make_frame_stripper())
+                                      stack_filter=make_frame_stripper())
         meta = self.session.profile.meta
         meta["include_idle"] = plan.include_idle
         meta["function_level"] = False
