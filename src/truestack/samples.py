@@ -6,8 +6,25 @@ matter how many samples contain it.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+
+class FrameKind(str, enum.Enum):
+    """What a frame is. The order is the saved files' and the C core's numbering
+    (`_native.FRAME_KINDS` mirrors the first three; a test checks)."""
+
+    PYTHON = "python"  # a Python function's frame
+    NATIVE = "native"  # a C function (builtin or extension)
+    SHIM = "shim"  # an interpreter-internal frame, hidden from users
+    TRUNCATED = "truncated"  # a synthetic root: stack cut at max_depth, or partial walk
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FRAME_KINDS: tuple[str, ...] = tuple(kind.value for kind in FrameKind)
 
 
 class Frame(NamedTuple):
@@ -17,7 +34,7 @@ class Frame(NamedTuple):
     file: str
     line: int  # 0 when the instruction offset could not be mapped to a line
     first_line: int  # co_firstlineno: tells apart same-named functions in one file
-    kind: str = "python"  # "python" | "native" | "shim" | "truncated"
+    kind: str = FrameKind.PYTHON.value  # a FrameKind value
 
 
 # Values of Sample.state

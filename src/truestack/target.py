@@ -13,7 +13,7 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
-from .cli.errors import UsageError
+from .errors import UsageError
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ..target import resolve_target
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def add_parser(subparsers) -> None:

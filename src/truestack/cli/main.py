@@ -10,7 +10,7 @@ from typing import NoReturn
 import importlib
 import sys
 
-from .errors import UsageError
+from ..errors import UsageError
 
 SUBCOMMANDS = ("record", "report", "validate", "debug")
 

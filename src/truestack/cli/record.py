@@ -40,7 +40,7 @@ from ..rates import parse_rate
 from ..samples import Frame
 from ..sampler import DEFAULT_MAX_DEPTH
 from ..target import Target, resolve_target, run_target
-from .errors import UsageError
+from ..errors import UsageError
 from .summary import render_summary
 
 DEFAULT_FORMAT = "flamegraph"

@@ -15,7 +15,7 @@ import sys
 
 from .. import exporters
 from ..model import Profile, ProfileFormatError, load
-from .errors import UsageError
+from ..errors import UsageError
 from .record import check_output_path, export_and_write, output_view, resolve_format
 from .summary import render_summary
 

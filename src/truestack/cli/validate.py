@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..target import resolve_target, run_target
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

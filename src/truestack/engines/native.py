@@ -37,7 +37,7 @@ import time
 import types
 from typing import Any
 
-from ..samples import Frame, Sample, SamplerStats
+from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
 
 try:
@@ -49,7 +49,7 @@ else:
     _IMPORT_ERROR = ""
 
 _OWN_PREFIX = "truestack-"
-_TRUNCATED = Frame("[truncated]", "", 0, 0, "truncated")
+_TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
 _CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 _SYNC_INTERVAL_S = 0.02
 _active: "_NativeEngine | None" = None
@@ -58,7 +58,7 @@ _forked = False
 
 @functools.lru_cache(maxsize=None)  # a few reasons: one interned root frame each
 def _partial_root(reason: str) -> Frame:
-    return Frame(f"[partial stack: {reason}]", "", 0, 0, "truncated")
+    return Frame(f"[partial stack: {reason}]", "", 0, 0, FrameKind.TRUNCATED.value)
 
 
 def _is_shim(code: types.CodeType) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 from array import array
 from typing import NamedTuple
 
-KINDS = ("python", "native", "shim", "truncated")
+from ..samples import FRAME_KINDS
+
+KINDS = FRAME_KINDS  # FrameRow.kind indexes this
 
 
 class StringTable:
