@@ -135,8 +135,8 @@ def _sorted_columns(thread: ThreadSamples) -> tuple[Any, Any, Any, Any]:
         order = sorted(range(len(times)), key=times.__getitem__)
         times = array("q", (times[i] for i in order))
         stacks = array("i", (stacks[i] for i in order))
-        weights = array("I", (weights[i] for i in order))
-        cpu = array("I", (cpu[i] for i in order))
+        weights = array("Q", (weights[i] for i in order))
+        cpu = array("Q", (cpu[i] for i in order))
     return times, stacks, weights, cpu
 
 

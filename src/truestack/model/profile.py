@@ -6,18 +6,18 @@ function and frame is stored once.
 """
 from __future__ import annotations
 
-import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..samples import Frame, Sample
+from .meta import ProfileMeta
 from .tables import KINDS, FrameRow, Func, InternTable, StackTable, StringTable
 
 STATES = ("unknown", "running", "idle")
 _STATE_INDEX = {name: i for i, name in enumerate(STATES)}
-_U32_MAX = 2**32 - 1
+_WEIGHT_MAX = 2**64 - 1  # weights are uint64: a 5 s wall interval must not saturate
 
 
 @dataclass
@@ -28,8 +28,8 @@ class ThreadSamples:
     name: str
     time_ns: array = field(default_factory=lambda: array("q"))
     stack: array = field(default_factory=lambda: array("i"))  # -1: empty stack
-    weight_ns: array = field(default_factory=lambda: array("I"))
-    cpu_delta_ns: array = field(default_factory=lambda: array("I"))
+    weight_ns: array = field(default_factory=lambda: array("Q"))
+    cpu_delta_ns: array = field(default_factory=lambda: array("Q"))
     state: array = field(default_factory=lambda: array("b"))  # index into STATES
 
     def __len__(self) -> int:
@@ -59,16 +59,18 @@ class SampleRow(NamedTuple):
 class Profile:
     """Threads of samples over shared string/function/frame/stack tables."""
 
-    def __init__(self, meta: dict[str, Any] | None = None) -> None:
+    def __init__(self, meta: ProfileMeta | Mapping[str, Any] | None = None) -> None:
         self.strings = StringTable()
         self.funcs = InternTable()  # rows: Func
         self.frames = InternTable()  # rows: FrameRow
         self.stacks = StackTable()
         self.threads: dict[int, ThreadSamples] = {}
         self.markers: list[Marker] = []
-        self.meta: dict[str, Any] = dict(meta or {})
-        self.meta.setdefault("start_time_unix_ns", time.time_ns())
-        self.meta.setdefault("start_monotonic_ns", time.monotonic_ns())
+        if meta is None:
+            meta = ProfileMeta()
+        elif not isinstance(meta, ProfileMeta):
+            meta = ProfileMeta.from_dict(meta)
+        self.meta: ProfileMeta = meta
         self._frame_ids: dict[Frame, int] = {}
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
 
@@ -112,8 +114,8 @@ class Profile:
                cpu_delta_ns: int = 0, state: str = "unknown") -> None:
         thread.time_ns.append(time_ns)
         thread.stack.append(stack)
-        thread.weight_ns.append(min(max(weight_ns, 0), _U32_MAX))
-        thread.cpu_delta_ns.append(min(max(cpu_delta_ns, 0), _U32_MAX))
+        thread.weight_ns.append(min(max(weight_ns, 0), _WEIGHT_MAX))
+        thread.cpu_delta_ns.append(min(max(cpu_delta_ns, 0), _WEIGHT_MAX))
         thread.state.append(_STATE_INDEX.get(state, 0))
 
     def add_marker(self, marker: Marker) -> None:
@@ -182,8 +184,8 @@ class Profile:
 
     def merged_lines(self) -> "Profile":
         """A copy in which frames of one function are merged (line set to 0)."""
-        out = Profile(dict(self.meta))
-        out.meta["function_level"] = True
+        out = Profile(self.meta.copy())
+        out.meta.function_level = True
         remap_frame: dict[int, int] = {}
         for idx, row in enumerate(self.frames):
             func = self.funcs[row.func]
@@ -218,7 +220,7 @@ class Profile:
 
     def _shallow_copy(self) -> "Profile":
         """New profile sharing the tables (read-only use) but with no samples."""
-        out = Profile(dict(self.meta))
+        out = Profile(self.meta.copy())
         out.strings, out.funcs, out.frames, out.stacks = self.strings, self.funcs, self.frames, self.stacks
         out.markers = list(self.markers)
         return out

@@ -24,6 +24,7 @@ import zlib
 from array import array
 from typing import Any, BinaryIO
 
+from .meta import ProfileMeta
 from .profile import Marker, Profile, ThreadSamples
 from ..atomic_file import write_atomic
 from .tables import FrameRow, Func
@@ -48,7 +49,7 @@ def _columns(profile: Profile) -> list[tuple[str, array]]:
 def dumps(profile: Profile) -> bytes:
     columns = _columns(profile)
     header = {
-        "meta": profile.meta,
+        "meta": profile.meta.to_dict(),
         "strings": profile.strings.strings,
         "funcs": [list(f) for f in profile.funcs],
         "frames": [list(f) for f in profile.frames],
@@ -124,7 +125,7 @@ def _decode(body: bytes) -> Profile:
             col.byteswap()
         columns[name] = col
         offset += size
-    profile = Profile(header["meta"])
+    profile = Profile(ProfileMeta.from_dict(header["meta"]))
     for s in header["strings"]:
         profile.strings.intern(s)
     for row in header["funcs"]:
