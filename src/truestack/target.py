@@ -14,6 +14,7 @@ import types
 from dataclasses import dataclass, field
 
 from .errors import UsageError
+from .own_files import is_own_file
 
 
 @dataclass
@@ -29,6 +30,14 @@ class Target:
     @property
     def module_file(self) -> str:
         return getattr(self, "_module_file", self.name)
+
+    @property
+    def stem(self) -> str:
+        """A short name for output files: the module, or the script without `.py`."""
+        if self.kind == "module":
+            return self.name
+        base = os.path.basename(os.path.normpath(self.name))
+        return base[:-3] if base.endswith(".py") else base
 
     def describe(self) -> str:
         head = self.name if self.kind == "script" else f"-m {self.name}"
@@ -118,6 +127,6 @@ def run_target(target: Target) -> tuple[int, BaseException | None]:
 def _print_user_traceback(exc: BaseException) -> None:
     """Print the traceback without truestack's own frames at the top."""
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(os.path.dirname(__file__)):
+    while tb is not None and is_own_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)

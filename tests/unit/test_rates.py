@@ -13,3 +13,9 @@ def test_parse_rate_accepts_common_spellings(text, hz):
 def test_parse_rate_rejects_nonsense(text):
     with pytest.raises(ValueError):
         parse_rate(text)
+
+
+@pytest.mark.parametrize("text", ["0.2", 0.5, "0.99hz"])
+def test_parse_rate_rejects_sub_hertz_rates(text):
+    with pytest.raises(ValueError, match="between 1 Hz"):
+        parse_rate(text)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..target import resolve_target
 from ..errors import UsageError
+from ..target import resolve_target
+from .common import add_module_argument, module_target
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "debug", help="run a program under the debugger",
         description="Run a Python program under truestack's debugger: stops before the first "
@@ -19,9 +20,7 @@ def add_parser(subparsers) -> None:
                         help="do not open the shell on an uncaught exception")
     parser.add_argument("--shell", choices=("python", "ipython"), default=None,
                         help="shell at each stop (default: python, or $TRUESTACK_SHELL)")
-    # REMAINDER: everything after `-m MODULE` belongs to the module, options included.
-    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
-                        help="run a library module as a script")
+    add_module_argument(parser, "run a library module as a script")
     parser.add_argument("script", nargs="?", help="script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the program")
     parser.set_defaults(func=run)
@@ -30,12 +29,9 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     program_args = list(args.args)
     script, module = args.script, None
-    if args.module is not None:
-        if not args.module:
-            raise UsageError("-m needs a module name")
-        if script is not None:
-            raise UsageError("give either a script or -m MODULE, not both")
-        module, *program_args = args.module
+    given = module_target(args.module, script)
+    if given is not None:
+        module, program_args = given
     if args.shell == "ipython":
         from ..debugger.ipython_shell import available
 

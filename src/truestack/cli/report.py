@@ -14,10 +14,10 @@ import argparse
 import sys
 
 from .. import exporters
-from ..model import Profile, ProfileFormatError, load
 from ..errors import UsageError
-from .record import check_output_path, export_and_write, output_view, resolve_format
-from .summary import render_summary
+from ..exporters.summary import render_summary
+from ..model import Profile, ProfileFormatError, load
+from ..recording import check_output_path, export_and_write, output_view, resolve_format
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise UsageError("--top must not be negative")
     profile = load_profile(args.profile)
-    include_idle = args.include_idle or bool(profile.meta.get("include_idle"))
+    include_idle = args.include_idle or profile.meta.include_idle
     if fmt is None:
         view = output_view(profile, "table", args.function_level, include_idle)
         sys.stdout.write(render_summary(view, top=args.top))

@@ -7,8 +7,9 @@ import platform
 import sys
 import time
 
-from ..target import resolve_target, run_target
 from ..errors import UsageError
+from ..target import resolve_target, run_target
+from .common import add_module_argument, module_target
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -18,8 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Run a program under the layered oracle: the walker is checked against the frame chain "
                     "at function entries and against event-kept shadow stacks at random signals.",
     )
-    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
-                   help="run a module like python -m; everything after it goes to the module")
+    add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("--sync-every", type=int, default=25, metavar="N",
                    help="synchronous check at every Nth function entry per thread (0: off; default 25)")
     p.add_argument("--rate", type=float, default=2000.0, metavar="HZ",
@@ -39,12 +39,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    if args.module is not None:
-        if not args.module:
-            raise UsageError("-m needs a module name")
-        if args.script is not None:
-            raise UsageError("give either a script or -m MODULE, not both")
-        args.module, args.args = args.module[0], list(args.module[1:])
+    module = module_target(args.module, args.script)
+    if module is not None:
+        args.module, args.args = module
     if args.sync_every < 0:
         raise UsageError("--sync-every must be >= 0")
     if args.rate < 0 or args.rate > 100000:

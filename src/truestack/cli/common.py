@@ -1,0 +1,48 @@
+"""What the subcommand modules share: argument types and the target arguments.
+
+`cli/*` modules import nothing from each other except this module (an
+import contract checks it).
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UsageError
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def add_module_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """`-m MODULE [args]`: REMAINDER, so everything after the module belongs to it, options included."""
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help=help_text)
+
+
+def module_target(module: list[str] | None, script: str | None) -> tuple[str, list[str]] | None:
+    """(module, its args) when `-m` was given, else None; UsageError for `-m` without a name or with a script."""
+    if module is None:
+        return None
+    if not module:
+        raise UsageError("-m needs a module name")
+    if script is not None:
+        raise UsageError("give either a script or -m MODULE, not both")
+    return module[0], list(module[1:])

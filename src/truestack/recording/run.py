@@ -1,0 +1,202 @@
+"""Running a program under a profiling session and writing its profile.
+
+`record` (and later `attach` and subprocess children) describe a run as a
+`Plan`; `run_recording` runs it in this process:
+
+- `duration`: sampling stops after that many seconds, the profile and
+  summary are written at once, then the program is stopped the way py-spy
+  stops the command it launched — here with SIGINT to the main thread, so
+  `finally` blocks and atexit handlers still run. Exit status 0 when that is
+  how the program ended (it ran as long as asked).
+- Ctrl-C, SIGTERM (when the program has no handler of its own) and an
+  uncaught exception end the run early: the profile is still written, with
+  `meta.interrupted` and a marker saying why. Exit status: 130 for Ctrl-C,
+  143 for SIGTERM, 1 for an exception.
+- If the output cannot be written (disk full, ...), the message says what
+  was lost and a copy of the whole profile is saved as `.tsp` in the temp
+  directory, to convert later with `truestack report`.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from ..api import mark
+from ..engines import EngineUnavailable
+from ..errors import UsageError
+from ..exporters.summary import render_summary
+from ..model import Profile
+from ..session import ProfileSession, note_interrupted
+from ..target import Target, run_target
+from .output import export_and_write, output_view
+from .stacks import make_frame_stripper
+
+
+@dataclass
+class Plan:
+    target: Target
+    fmt: str
+    output: str
+    mode: str
+    rate_hz: float
+    engine: str
+    max_depth: int
+    duration: float | None
+    function_level: bool
+    include_idle: bool
+    quiet: bool
+    top: int
+    shown_output: str = ""  # the output as the user spelled it (plan.output is absolute)
+    cwd: str = ""
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so the profile can still be written."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+class Recording:
+    """One run: the session, its end (once, from whichever thread gets there first), the output."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        command = ([plan.target.name] if plan.target.kind == "script" else ["-m", plan.target.name])
+        self.session = ProfileSession(mode=plan.mode, rate=plan.rate_hz, engine=plan.engine,
+                                      max_depth=plan.max_depth, command=[*command, *plan.target.args],
+                                      stack_filter=make_frame_stripper())
+        self.session.profile.meta.include_idle = plan.include_idle
+        self._lock = threading.Lock()
+        self._finished = False
+        self.write_error: str | None = None
+        self.target_returned = False
+        self.duration_hit = False
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        try:
+            self.session.start()
+        except EngineUnavailable as exc:
+            raise UsageError(str(exc)) from None
+        if self.plan.duration:
+            self._timer = threading.Timer(self.plan.duration, self._duration_up)
+            self._timer.name = "truestack-duration"
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _duration_up(self) -> None:
+        with self._lock:
+            if self.target_returned:
+                return
+            self.duration_hit = True
+        mark(f"--duration {self.plan.duration:g} s reached")
+        self.finish()
+        with self._lock:
+            if not self.target_returned:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+
+    def mark_returned(self) -> None:
+        with self._lock:
+            self.target_returned = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def finish(self, interrupted: str | None = None) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            if interrupted:
+                note_interrupted(self.session.profile, interrupted)
+            profile = self.session.stop()
+            self._write(profile)
+
+    def _write(self, profile: Profile) -> None:
+        plan = self.plan
+        view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
+        if plan.fmt == "truestack":
+            shown = output_view(profile, "summary", plan.function_level, plan.include_idle)
+        else:
+            shown = view
+        self.write_error = export_and_write(view, plan.fmt, plan.output)
+        if plan.quiet:
+            return
+        where = plan.shown_output if os.getcwd() == plan.cwd else plan.output
+        outputs = [] if self.write_error else [f"{where} ({plan.fmt})"]
+        try:
+            sys.stderr.write(render_summary(shown, top=plan.top, outputs=outputs))
+        except Exception as exc:  # the profile is written; the summary is a courtesy
+            sys.stderr.write(f"truestack: could not print the summary: {type(exc).__name__}: {exc}\n")
+
+
+def run_recording(plan: Plan) -> int:
+    """Run the plan's program under sampling, write the profile; return the exit status."""
+    recording = Recording(plan)
+    sigterm_installed = False
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        sigterm_installed = True
+    if plan.duration and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Started in the background (SIGINT ignored): keep Ctrl-C ignored but let --duration stop the program.
+        def _duration_sigint(signum: int, frame: object) -> None:
+            if recording.duration_hit:
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, _duration_sigint)
+    recording.start()
+    status, exc = _run_program(recording)
+    if sigterm_installed and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if recording.duration_hit and isinstance(exc, KeyboardInterrupt):
+        status, exc = 0, None  # we stopped it, as --duration asked
+    reason = _interruption(exc)
+    if isinstance(exc, _Terminated):
+        status = 143
+    for _attempt in range(2):  # a --duration SIGINT may land here instead of in the program
+        try:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # don't lose the profile to a 2nd Ctrl-C
+            try:
+                recording.finish(reason)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            break
+        except KeyboardInterrupt:
+            if not recording.duration_hit:
+                raise
+    if recording.write_error:
+        return status or 1
+    return status
+
+
+def _run_program(recording: Recording) -> tuple[int, BaseException | None]:
+    """Run the target, then wait for its non-daemon threads as the interpreter would."""
+    try:
+        try:
+            status, exc = run_target(recording.plan.target)
+        finally:
+            recording.mark_returned()
+        main = threading.main_thread()
+        for thread in threading.enumerate():
+            if thread is not main and not thread.daemon and thread.is_alive():
+                thread.join()
+    except KeyboardInterrupt as interrupt:
+        return 130, interrupt
+    return status, exc
+
+
+def _interruption(exc: BaseException | None) -> str | None:
+    if exc is None:
+        return None
+    if isinstance(exc, _Terminated):
+        return "SIGTERM"
+    if isinstance(exc, KeyboardInterrupt):
+        return "KeyboardInterrupt (Ctrl-C)"
+    text = str(exc)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"the program raised {type(exc).__name__}" + (f": {text}" if text else "")

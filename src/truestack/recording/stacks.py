@@ -1,0 +1,44 @@
+"""Cutting the launcher and truestack's own frames off the root of recorded stacks."""
+from __future__ import annotations
+
+import runpy
+import sys
+
+from ..own_files import is_own_file, own_path
+from ..samples import Frame
+from ..session import StackFilter
+
+_TARGET_FILE = own_path("target.py")
+
+
+def _launcher_files() -> set[str]:
+    """Files of the frames below the program: runpy and whatever script started truestack."""
+    files = {"<frozen runpy>", runpy.__file__}
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main_file:
+        files.add(main_file)
+    return files
+
+
+def make_frame_stripper() -> StackFilter:
+    """A stack filter that cuts the launcher and truestack frames off the root of stacks.
+
+    The program's `<module>` becomes the root, as if it ran directly; samples
+    taken in truestack itself (before or after the program) are dropped (None).
+    """
+    launcher = _launcher_files()
+
+    def strip(frames: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
+        if frames and (frames[0].file in launcher or is_own_file(frames[0].file)):
+            for i, frame in enumerate(frames):
+                if frame.name == "run_target" and frame.file == _TARGET_FILE:
+                    frames = frames[i + 1:]
+                    break
+            else:
+                if any(is_own_file(f.file) for f in frames):
+                    return None  # truestack's own work around the program
+            if not frames or is_own_file(frames[0].file):
+                return None  # empty, or truestack loading the program (load_target)
+        return frames
+
+    return strip

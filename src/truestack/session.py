@@ -1,0 +1,154 @@
+"""ProfileSession: one sampling session streaming into one Profile.
+
+What the API's `profile()`/`start()`, `truestack record` and its children
+share: a Sampler, a per-stack filter (truestack's own frames out, the
+caller's filter on top), the profile's metadata and the list of active
+sessions that markers go to.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import __version__
+from .atomic_file import write_atomic
+from .model import Marker, Profile
+from .model.meta import ProfileMeta
+from .own_files import own_path
+from .sampler import DEFAULT_MAX_DEPTH, Sampler
+from .samples import Frame, Sample, SamplerStats
+
+# A stack (root first) -> the stack the profile keeps, or None to drop the sample.
+StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
+_UNSEEN: Any = object()
+_KEPT_LIMIT = 10_000  # stacks whose filtering is remembered
+
+_active: list[ProfileSession] = []
+_active_lock = threading.Lock()
+
+
+class ProfileSession:
+    """One sampling session streaming into one Profile.
+
+    Can be entered more than once in sequence (the decorator does): samples
+    and markers of every run accumulate in the same Profile.
+    """
+
+    def __init__(self, mode: str = "cpu", rate: float | str = 100, engine: str = "auto",
+                 max_depth: int = DEFAULT_MAX_DEPTH, command: list[str] | None = None,
+                 stack_filter: StackFilter | None = None) -> None:
+        self._filter = stack_filter
+        self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
+        self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine,
+                               on_samples=self._on_samples)
+        self.profile = Profile(ProfileMeta(
+            command=list(command if command is not None else sys.argv),
+            python_version=sys.version.split()[0],
+            truestack_version=__version__,
+            pid=os.getpid(),
+            mode=mode,
+            rate_hz=self.sampler.rate_hz,
+            engine=engine,
+        ))
+        self._starts = 0
+        self._lock = threading.Lock()
+
+    def _on_samples(self, batch: list[Sample]) -> None:
+        # The same stacks recur sample after sample: decide once per stack.
+        kept = self._kept
+        out = []
+        for sample in batch:
+            frames = kept.get(sample.frames, _UNSEEN)
+            if frames is _UNSEEN:
+                frames = None if _in_sampler(sample.frames) else sample.frames
+                if frames is not None and self._filter is not None:
+                    frames = self._filter(frames)
+                if len(kept) >= _KEPT_LIMIT:
+                    kept.clear()
+                kept[sample.frames] = frames
+            if frames is not None:
+                sample.frames = frames
+                out.append(sample)
+        self.profile.add_samples(out)
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> ProfileSession:
+        with self._lock:
+            if self._starts == 0:
+                # The origin of sample times is the first start: later runs
+                # (decorator calls) are later on the same clock.
+                self.profile.meta.start_time_unix_ns = time.time_ns()
+                self.profile.meta.start_monotonic_ns = time.monotonic_ns()
+            self.sampler.start()
+            self._starts += 1
+        with _active_lock:
+            _active.append(self)
+        return self
+
+    def stop(self) -> Profile:
+        with _active_lock:
+            if self in _active:
+                _active.remove(self)
+        with self._lock:
+            stats = self.sampler.stop()
+            self._record_stats(stats)
+        return self.profile
+
+    @property
+    def running(self) -> bool:
+        return self.sampler.running
+
+    @property
+    def stats(self) -> SamplerStats:
+        return self.sampler.stats()
+
+    def _record_stats(self, stats: SamplerStats) -> None:
+        self.profile.meta.engine = stats.engine
+        self.profile.meta.sampler_stats = stats
+
+    def __enter__(self) -> ProfileSession:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            note_interrupted(self.profile, "KeyboardInterrupt (Ctrl-C)")
+        self.stop()
+
+    # -- results ---------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], format: str | None = None) -> str:
+        """Write the profile; the format follows the extension, else truestack's own (.tsp).
+
+        Returns the format written.
+        """
+        from . import exporters
+
+        fmt = format or exporters.format_for_path(os.fspath(path)) or "truestack"
+        write_atomic(path, exporters.export(self.profile, fmt))
+        return fmt
+
+
+_SAMPLER_FILES = (own_path("sampler.py"), own_path("engines", ""))
+
+
+def _in_sampler(frames: tuple[Frame, ...]) -> bool:
+    """Samples of the sampler starting or stopping itself are its overhead, not the program."""
+    return any(frame.file.startswith(_SAMPLER_FILES) for frame in frames)
+
+
+def note_interrupted(profile: Profile, reason: str, thread_id: int | None = None) -> None:
+    """Record why a run ended early, in meta and as a marker on the timeline."""
+    if not profile.meta.interrupted:
+        profile.meta.interrupted = reason
+    profile.add_marker(Marker(f"interrupted: {reason}", time.monotonic_ns(), None,
+                              thread_id if thread_id is not None else threading.get_native_id(),
+                              {"reason": reason}))
+
+
+def active_sessions() -> list[ProfileSession]:
+    """The sessions sampling now (markers go to each)."""
+    with _active_lock:
+        return list(_active)
