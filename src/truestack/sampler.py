@@ -10,9 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from .engines import create_engine
+from .engines import Engine, create_engine
 from .rates import parse_rate
 from .samples import Sample, SamplerStats
 
@@ -44,7 +43,7 @@ class Sampler:
         self._drain_interval = drain_interval
         self._buffer: list[Sample] = []
         self._buffer_lock = threading.Lock()
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._notes: list[str] = []
         self._collector: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -69,6 +68,7 @@ class Sampler:
         if not self._running:
             return self.stats()
         self._running = False
+        assert self._engine is not None  # set by start()
         self._engine.stop()
         self._stopping.set()
         if self._collector is not None:
@@ -116,6 +116,8 @@ class Sampler:
 
     def _collect_once(self) -> None:
         with self._collect_lock:
+            if self._engine is None:
+                return
             batch = self._engine.drain()
             if not batch:
                 return

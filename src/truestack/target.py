@@ -11,6 +11,7 @@ import runpy
 import sys
 import traceback
 import types
+from typing import Any
 from dataclasses import dataclass, field
 
 from .errors import UsageError
@@ -65,7 +66,7 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
     return Target("script", script, list(args))
 
 
-def load_target(target: Target) -> tuple[types.CodeType, dict]:
+def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
     """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec."""
     main_mod = types.ModuleType("__main__")
     if target.kind == "module":

@@ -44,8 +44,8 @@ sys.exit(7)
     assert seen["path0"] == str(tmp_path)
     assert seen["file"] == str(script)
     profile = load(out)
-    assert profile.meta["command"] == [str(script), "a", "--flag", "-o", "x"]
-    assert profile.meta["interrupted"] is None
+    assert profile.meta.command == [str(script), "a", "--flag", "-o", "x"]
+    assert profile.meta.interrupted is None
     # the program's <module> is the root of its stacks, not truestack's launcher
     roots = {profile.func_name(profile.frame_func(profile.stack_frames(row.stack)[0]))
              for row in profile.iter_samples() if row.stack >= 0}
@@ -92,7 +92,7 @@ explode()
     assert "truestack" not in tb  # the user's traceback, not ours
     assert "INTERRUPTED" in proc.stderr
     profile = load(out)
-    assert "ValueError" in profile.meta["interrupted"]
+    assert "ValueError" in profile.meta.interrupted
     assert any(m.name.startswith("interrupted") for m in profile.markers)
     assert "explode" in {profile.func_name(f.func) for f in profile.frames}
 
@@ -137,7 +137,7 @@ def test_signal_mid_run_leaves_readable_profile(tmp_path, sig, status, reason):
     assert "INTERRUPTED" in stderr and reason in stderr
     profile = load(out)
     assert profile.sample_count > 0
-    assert reason in profile.meta["interrupted"]
+    assert reason in profile.meta.interrupted
     assert any(m.name.startswith("interrupted") for m in profile.markers)
 
 
@@ -152,7 +152,7 @@ def test_duration_stops_sampling_then_the_program(tmp_path, background):
     assert "cleanup ran" in stdout  # stopped gently: finally blocks run
     profile = load(out)
     assert profile.sample_count > 0
-    assert profile.meta["interrupted"] is None
+    assert profile.meta.interrupted is None
     assert any("--duration" in m.name for m in profile.markers)
 
 

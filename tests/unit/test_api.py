@@ -38,12 +38,12 @@ def test_context_manager_collects_and_fills_meta(tmp_path):
     assert isinstance(profile, Profile)
     assert profile.sample_count > 0
     assert "spin_api_test" in func_names(profile)
-    assert META_KEYS <= set(profile.meta)
-    assert profile.meta["mode"] == "cpu"
-    assert profile.meta["rate_hz"] == 250
-    assert profile.meta["engine"] == "safepoint"
-    assert profile.meta["sampler_stats"]["samples"] >= profile.sample_count
-    assert profile.meta["interrupted"] is None
+    assert META_KEYS <= set(profile.meta.to_dict())
+    assert profile.meta.mode == "cpu"
+    assert profile.meta.rate_hz == 250
+    assert profile.meta.engine == "safepoint"
+    assert profile.meta.sampler_stats.samples >= profile.sample_count
+    assert profile.meta.interrupted is None
     assert not p.running
     # no sample of the sampler starting or stopping itself
     assert not any("sampler.py" in profile.func_file(f.func) for f in profile.frames)
@@ -72,7 +72,7 @@ def test_ctrl_c_inside_block_marks_profile_interrupted():
         with truestack.profile(rate=250, engine="safepoint") as p:
             spin_api_test(0.1)
             raise KeyboardInterrupt
-    assert "KeyboardInterrupt" in p.profile.meta["interrupted"]
+    assert "KeyboardInterrupt" in p.profile.meta.interrupted
     assert any(m.name.startswith("interrupted") for m in p.profile.markers)
 
 

@@ -132,7 +132,7 @@ def test_sample_stream_costs_columns_not_objects():
 
 
 def test_summary_table_counts_recursion_once():
-    from truestack.cli.summary import render_summary
+    from truestack.exporters.summary import render_summary
 
     rec = Frame("rec", "/r.py", 2, 1)
     profile = Profile({"rate_hz": 100})

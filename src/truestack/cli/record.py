@@ -26,7 +26,7 @@ DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "record", help="run a program and record its profile",
         usage="truestack record [options] script.py [args...]\n       truestack record [options] -m module [args...]",

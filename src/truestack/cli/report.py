@@ -20,7 +20,7 @@ from ..model import Profile, ProfileFormatError, load
 from ..recording import check_output_path, export_and_write, output_view, resolve_format
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report", help="show or convert a saved profile (.tsp)",
         description="Print the method table of a saved truestack profile, or convert it to another format.")

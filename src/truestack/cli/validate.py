@@ -12,7 +12,7 @@ from ..target import resolve_target, run_target
 from .common import add_module_argument, module_target
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "validate",
         help="run a program and measure how often the native walker's stacks are wrong",
