@@ -25,7 +25,8 @@ from array import array
 from typing import Any, BinaryIO
 
 from .meta import ProfileMeta
-from .profile import Marker, Profile, ThreadSamples
+from ..samples import FRAME_KINDS
+from .profile import STATES, Marker, Profile, ThreadSamples
 from ..atomic_file import write_atomic
 from .tables import FrameRow, Func
 
@@ -106,7 +107,8 @@ def read(fh: BinaryIO, name: str = "<profile>") -> Profile:
         raise ProfileFormatError(f"{name}: truncated profile (the file ends early)")
     try:
         return _decode(body)
-    except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError,
+            struct.error) as exc:
         raise ProfileFormatError(f"{name}: corrupt profile ({exc})") from None
 
 
@@ -140,4 +142,50 @@ def _decode(body: bytes) -> Profile:
                                                       ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state")))
         profile.threads[tid] = thread
     profile.markers = [Marker(**m) for m in header["markers"]]
+    _check_references(profile)
     return profile
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_index(value: object, size: int) -> bool:
+    return _is_int(value) and 0 <= value < size  # type: ignore[operator]
+
+
+_COLUMN_TYPES = {"time_ns": "q", "stack": "i", "weight_ns": "QI", "cpu_delta_ns": "QI", "state": "b"}
+
+
+def _check_references(profile: Profile) -> None:
+    """Every index points inside its table: a damaged file fails here, not later in an exporter."""
+    nstrings, nfuncs, nframes, nstacks = (len(profile.strings), len(profile.funcs), len(profile.frames),
+                                          len(profile.stacks))
+    if not all(isinstance(s, str) for s in profile.strings.strings):
+        raise ValueError("string table holds a non-string")
+    for func in profile.funcs:
+        if not (_is_index(func.name, nstrings) and _is_index(func.file, nstrings) and _is_int(func.first_line)):
+            raise ValueError("function refers outside the string table")
+    for row in profile.frames:
+        if not (_is_index(row.func, nfuncs) and _is_int(row.line) and _is_index(row.kind, len(FRAME_KINDS))):
+            raise ValueError("frame refers outside the function table or has an unknown kind")
+    for i, (prefix, frame) in enumerate(zip(profile.stacks.prefix, profile.stacks.frame)):
+        if not (-1 <= prefix < i and 0 <= frame < nframes):
+            raise ValueError("stack table is not a prefix tree over the frame table")
+    for m in profile.markers:
+        if not (isinstance(m.name, str) and _is_int(m.start_ns) and (m.end_ns is None or _is_int(m.end_ns))
+                and _is_int(m.thread_id) and isinstance(m.data, dict)):
+            raise ValueError("marker with fields of the wrong type")
+    for thread in profile.threads.values():
+        if not (_is_int(thread.tid) and isinstance(thread.name, str)):
+            raise ValueError("thread with a malformed id or name")
+        columns = {name: getattr(thread, name) for name in _COLUMN_TYPES}
+        if len({len(c) for c in columns.values()}) != 1:
+            raise ValueError(f"thread {thread.tid}: columns of different lengths")
+        for name, col in columns.items():
+            if col.typecode not in _COLUMN_TYPES[name]:
+                raise ValueError(f"thread {thread.tid}: column {name} has type {col.typecode!r}")
+        if len(thread.stack) and not (-1 <= min(thread.stack) and max(thread.stack) < nstacks):
+            raise ValueError(f"thread {thread.tid}: sample refers outside the stack table")
+        if len(thread.state) and not (0 <= min(thread.state) and max(thread.state) < len(STATES)):
+            raise ValueError(f"thread {thread.tid}: unknown sample state")
