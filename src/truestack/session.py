@@ -56,6 +56,8 @@ class ProfileSession:
         ))
         self._starts = 0
         self._lock = threading.Lock()
+        # Called on the collector thread after each batch reached the profile (the record child streams it).
+        self.after_batch: Callable[[], None] | None = None
 
     def _on_samples(self, batch: list[Sample]) -> None:
         # The same stacks recur sample after sample: decide once per stack.
@@ -74,6 +76,8 @@ class ProfileSession:
                 sample.frames = frames
                 out.append(sample)
         self.profile.add_samples(out)
+        if self.after_batch is not None:
+            self.after_batch()
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> ProfileSession:
@@ -95,7 +99,7 @@ class ProfileSession:
                 _active.remove(self)
         with self._lock:
             stats = self.sampler.stop()
-            self._record_stats(stats)
+            self.record_stats(stats)
         return self.profile
 
     @property
@@ -106,7 +110,9 @@ class ProfileSession:
     def stats(self) -> SamplerStats:
         return self.sampler.stats()
 
-    def _record_stats(self, stats: SamplerStats) -> None:
+    def record_stats(self, stats: SamplerStats | None = None) -> None:
+        """Put the sampler's stats (now, or the given ones) into the profile's metadata."""
+        stats = stats if stats is not None else self.sampler.stats()
         self.profile.meta.engine = stats.engine
         self.profile.meta.sampler_stats = stats
 

@@ -1,8 +1,8 @@
 """`truestack record`: parse the options, check them, and hand a Plan to `recording`.
 
 Decisions where py-spy users have expectations (the run itself is
-`recording.run_recording`; see its docstring for --duration, Ctrl-C,
-SIGTERM and exit statuses):
+`recording.supervisor` and `recording.run`; see their docstrings for
+--duration, Ctrl-C, SIGTERM, crashes and exit statuses):
 - Wall mode leaves idle samples (threads sleeping or blocked) out of the
   output by default, like py-spy without `--idle`; `--include-idle` keeps
   them. A `.tsp` profile always keeps them (with the choice recorded), so
@@ -17,9 +17,11 @@ from .. import exporters
 from ..engines import ENGINE_CHOICES
 from ..errors import UsageError
 from ..rates import parse_rate
-from ..recording import Plan, check_output_path, default_output_name, resolve_format, run_recording
+from ..recording.output import check_output_path, default_output_name, resolve_format
+from ..recording.run import Plan
+from ..recording.supervisor import run_recording
 from ..sampler import DEFAULT_MAX_DEPTH
-from ..target import resolve_target
+from ..target import Target, resolve_target
 from .common import add_module_argument, module_target, non_negative_int, positive_float
 
 DEFAULT_RATE = "100"
@@ -63,7 +65,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
         raise UsageError(str(exc)) from None
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
-    target = resolve_target(script, module, target_args)
+    # A module is found in the program's process: finding it imports its
+    # package, which must not run twice or in the recorder.
+    target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
     output = args.output or default_output_name(target.stem, fmt)
     check_output_path(output)
     # Absolute: the program may chdir before the profile is written.

@@ -17,7 +17,7 @@ from .. import exporters
 from ..errors import UsageError
 from ..exporters.summary import render_summary
 from ..model import Profile, ProfileFormatError, load
-from ..recording import check_output_path, export_and_write, output_view, resolve_format
+from ..recording.output import check_output_path, export_and_write, output_view, resolve_format
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

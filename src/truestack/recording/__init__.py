@@ -2,11 +2,13 @@
 
 Shared by the CLI's `record` and `report`, the API, and (later) attach and
 subprocess children; it sits above the exporters and below the CLI.
-"""
-from .output import (DEFAULT_FORMAT, check_output_path, default_output_name, export_and_write, output_view,
-                     resolve_format, save_fallback)
-from .run import Plan, Recording, run_recording
-from .stacks import make_frame_stripper
 
-__all__ = ["DEFAULT_FORMAT", "Plan", "Recording", "check_output_path", "default_output_name", "export_and_write",
-           "make_frame_stripper", "output_view", "resolve_format", "run_recording", "save_fallback"]
+- `output`: format resolution, the output-path check, the view a format
+  sees, export-and-write with a rescue copy.
+- `run`: the in-process run of a program under a session (`Plan`).
+- `child`: the profiled program's process, streaming its profile.
+- `supervisor`: `record`'s side: launches the child, reads the stream,
+  writes the profile whatever happens to the program.
+
+Nothing is imported here, so the child process pays only for what it uses.
+"""

@@ -1,7 +1,8 @@
 """Running a program under a profiling session and writing its profile.
 
 `record` (and later `attach` and subprocess children) describe a run as a
-`Plan`; `run_recording` runs it in this process:
+`Plan`; `run_in_process` runs it in the program's process (the child the
+supervisor started) and hands the profile to a `ProfileSink`:
 
 - `duration`: sampling stops after that many seconds, the profile and
   summary are written at once, then the program is stopped the way py-spy
@@ -14,24 +15,22 @@
   143 for SIGTERM, 1 for an exception.
 - If the output cannot be written (disk full, ...), the message says what
   was lost and a copy of the whole profile is saved as `.tsp` in the temp
-  directory, to convert later with `truestack report`.
+  directory, to convert later with `truestack report` (`recording.output`).
 """
 from __future__ import annotations
 
-import os
+import json
 import signal
-import sys
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..api import mark
 from ..engines import EngineUnavailable
 from ..errors import UsageError
-from ..exporters.summary import render_summary
 from ..model import Profile
 from ..session import ProfileSession, note_interrupted
 from ..target import Target, run_target
-from .output import export_and_write, output_view
 from .stacks import make_frame_stripper
 
 
@@ -52,6 +51,33 @@ class Plan:
     shown_output: str = ""  # the output as the user spelled it (plan.output is absolute)
     cwd: str = ""
 
+    def to_json(self) -> str:
+        """What the program's process needs to run it (not where the output goes)."""
+        return json.dumps({
+            "target": [self.target.kind, self.target.name, self.target.args], "mode": self.mode,
+            "rate_hz": self.rate_hz, "engine": self.engine, "max_depth": self.max_depth,
+            "duration": self.duration, "include_idle": self.include_idle,
+        })
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        data = json.loads(text)
+        kind, name, args = data["target"]
+        return cls(Target(kind, name, list(args)), fmt="truestack", output="", mode=data["mode"],
+                   rate_hz=float(data["rate_hz"]), engine=data["engine"], max_depth=int(data["max_depth"]),
+                   duration=data["duration"], function_level=False, include_idle=bool(data["include_idle"]),
+                   quiet=True, top=0)
+
+
+class ProfileSink(Protocol):
+    """Where a run's profile goes: told when the session exists, handed the profile at the end."""
+
+    def started(self, session: ProfileSession) -> None: ...
+
+    def finished(self, profile: Profile) -> bool:
+        """Take the finished profile; False if it could not be kept."""
+        ...
+
 
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so the profile can still be written."""
@@ -62,10 +88,11 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 class Recording:
-    """One run: the session, its end (once, from whichever thread gets there first), the output."""
+    """One run: the session and its end (once, from whichever thread gets there first)."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, sink: ProfileSink) -> None:
         self.plan = plan
+        self._sink = sink
         command = ([plan.target.name] if plan.target.kind == "script" else ["-m", plan.target.name])
         self.session = ProfileSession(mode=plan.mode, rate=plan.rate_hz, engine=plan.engine,
                                       max_depth=plan.max_depth, command=[*command, *plan.target.args],
@@ -73,7 +100,7 @@ class Recording:
         self.session.profile.meta.include_idle = plan.include_idle
         self._lock = threading.Lock()
         self._finished = False
-        self.write_error: str | None = None
+        self.delivered = True
         self.target_returned = False
         self.duration_hit = False
         self._timer: threading.Timer | None = None
@@ -83,6 +110,7 @@ class Recording:
             self.session.start()
         except EngineUnavailable as exc:
             raise UsageError(str(exc)) from None
+        self._sink.started(self.session)
         if self.plan.duration:
             self._timer = threading.Timer(self.plan.duration, self._duration_up)
             self._timer.name = "truestack-duration"
@@ -113,30 +141,16 @@ class Recording:
             self._finished = True
             if interrupted:
                 note_interrupted(self.session.profile, interrupted)
-            profile = self.session.stop()
-            self._write(profile)
-
-    def _write(self, profile: Profile) -> None:
-        plan = self.plan
-        view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
-        if plan.fmt == "truestack":
-            shown = output_view(profile, "summary", plan.function_level, plan.include_idle)
-        else:
-            shown = view
-        self.write_error = export_and_write(view, plan.fmt, plan.output)
-        if plan.quiet:
-            return
-        where = plan.shown_output if os.getcwd() == plan.cwd else plan.output
-        outputs = [] if self.write_error else [f"{where} ({plan.fmt})"]
-        try:
-            sys.stderr.write(render_summary(shown, top=plan.top, outputs=outputs))
-        except Exception as exc:  # the profile is written; the summary is a courtesy
-            sys.stderr.write(f"truestack: could not print the summary: {type(exc).__name__}: {exc}\n")
+            self.delivered = self._sink.finished(self.session.stop())
 
 
-def run_recording(plan: Plan) -> int:
-    """Run the plan's program under sampling, write the profile; return the exit status."""
-    recording = Recording(plan)
+def run_in_process(plan: Plan, sink: ProfileSink) -> int:
+    """Run the plan's program in this process under sampling; hand the profile to `sink`.
+
+    Returns the program's exit status (see the module docstring); 1 when
+    the profile could not be delivered and the program itself succeeded.
+    """
+    recording = Recording(plan, sink)
     sigterm_installed = False
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -168,7 +182,7 @@ def run_recording(plan: Plan) -> int:
         except KeyboardInterrupt:
             if not recording.duration_hit:
                 raise
-    if recording.write_error:
+    if not recording.delivered:
         return status or 1
     return status
 

@@ -1,0 +1,195 @@
+"""`truestack record` as a small supervisor: the program runs in a child
+process that streams its profile here, so the profile is written whatever
+happens to the program.
+
+The child is the same interpreter with the same flags, the same stdin,
+stdout, stderr and terminal, the same process group and environment (the
+two variables that carry the plan and the pipe leave it before the program
+runs). What the user sees of the program does not change:
+
+- Ctrl-C at the terminal reaches the child directly (same process group);
+  a SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to the recorder's pid by another
+  process is passed on to the child. A signal the terminal sent to the
+  whole group is not passed on a second time.
+- The exit status is the program's; when the program died of a signal, the
+  recorder writes the profile and then dies of the same signal.
+- Crash, `os._exit`, SIGKILL, OOM kill: the profile holds every sample the
+  child streamed (at most one collector drain interval, ~50 ms, is lost) and
+  says how the program ended.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from ..exporters.summary import render_summary
+from ..model import Profile
+from ..model.stream import ProfileStreamReader, StreamError
+from ..own_files import PACKAGE_DIR
+from ..session import note_interrupted
+from .child import FD_ENV, PLAN_ENV
+from .output import export_and_write, output_view
+from .run import Plan
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
+_POLL_S = 0.05
+_DRAIN_AFTER_EXIT_S = 1.0  # a forked grandchild may hold the pipe open: stop reading after this
+
+
+def _launch_command() -> list[str]:
+    package_parent = os.path.dirname(PACKAGE_DIR)
+    bootstrap = (f"import sys; sys.path.insert(0, {package_parent!r}); "
+                 "from truestack.recording.child import main; sys.path.pop(0); main()")
+    flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    return [sys.executable, *flags, "-c", bootstrap]
+
+
+def run_recording(plan: Plan) -> int:
+    """Run the plan's program in a child process, write its profile; return its exit status."""
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ)
+    env[PLAN_ENV] = plan.to_json()
+    env[FD_ENV] = str(write_fd)
+    try:
+        child = subprocess.Popen(_launch_command(), env=env, pass_fds=(write_fd,), close_fds=True)
+    finally:
+        os.close(write_fd)
+    watched = [s for s in _FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
+    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    supervisor = _Supervisor(plan, child, read_fd, watched)
+    try:
+        status = supervisor.run()
+    finally:
+        os.close(read_fd)
+        if child.poll() is None:
+            child.kill()  # only when the recorder itself failed
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
+    if supervisor.reader.records == 0:
+        return _nothing_recorded(status)
+    if status < 0:
+        _die_like(-status)
+    return (status or 1) if supervisor.write_error else status
+
+
+class _Supervisor:
+    """Reads the child's stream, passes signals on, and writes the profile once: when the
+    child says it is complete (so `--duration` writes before the program is stopped),
+    else when the child is gone."""
+
+    def __init__(self, plan: Plan, child: subprocess.Popen[bytes], read_fd: int, watched: list[int]) -> None:
+        self.plan, self.child, self.read_fd, self.watched = plan, child, read_fd, watched
+        self.reader = ProfileStreamReader()
+        self.damaged: str | None = None
+        self.written = False
+        self.write_error: str | None = None
+
+    def run(self) -> int:
+        eof = False
+        exited_at: float | None = None
+        status = 0
+        while True:
+            if eof:
+                time.sleep(_POLL_S)
+            else:
+                eof = self._read()
+            _pass_on_signals(self.child, self.watched)
+            if self.reader.ended and not self.written:
+                self._write()
+            if exited_at is None:
+                code = self.child.poll()
+                if code is not None:
+                    status, exited_at = code, time.monotonic()
+            if exited_at is not None and (eof or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
+                break
+        if not self.written and self.reader.records:
+            _note_how_it_ended(self.reader.profile, status, self.damaged is not None or self.reader.pending_bytes > 0)
+            self._write()
+        return status
+
+    def _read(self) -> bool:
+        """Read what arrived within one poll interval; True at end of stream."""
+        ready, _, _ = select.select([self.read_fd], [], [], _POLL_S)
+        if not ready:
+            return False
+        data = os.read(self.read_fd, 1 << 20)
+        if not data:
+            return True
+        if self.damaged is None:
+            try:
+                self.reader.feed(data)
+            except StreamError as exc:
+                self.damaged = str(exc)  # keep what arrived before the damage
+        return False
+
+    def _write(self) -> None:
+        self.written = True
+        self.write_error = write_outputs(self.plan, self.reader.profile)
+
+
+def _pass_on_signals(child: subprocess.Popen[bytes], watched: list[int]) -> None:
+    while watched:
+        info = signal.sigtimedwait(watched, 0)
+        if info is None:
+            return
+        if info.si_code == _SI_USER and child.poll() is None:
+            child.send_signal(info.si_signo)
+
+
+def _nothing_recorded(status: int) -> int:
+    """The program never ran under sampling: the child already said why, or it died at start."""
+    if status < 0:
+        sys.stderr.write(f"truestack: error: the program's process died of {_signal_name(-status)} before "
+                         "sampling started; no profile was written\n")
+        _die_like(-status)
+    return status
+
+
+def _note_how_it_ended(profile: Profile, status: int, damaged: bool) -> None:
+    if status < 0:
+        how = f"the program was killed by {_signal_name(-status)}"
+    else:
+        how = f"the program's process exited with status {status} without finishing (os._exit?)"
+    lost = "; samples of its last drain interval (~50 ms) may be missing"
+    if damaged:
+        lost = "; the end of its profile stream was damaged and left out"
+    note_interrupted(profile, how + lost)
+
+
+def _signal_name(signo: int) -> str:
+    try:
+        return signal.Signals(signo).name
+    except ValueError:
+        return f"signal {signo}"
+
+
+def _die_like(signo: int) -> None:
+    """End this process by the signal that ended the program, so the shell sees the same."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if signo not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, so need no reset
+        signal.signal(signo, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signo])
+    os.kill(os.getpid(), signo)
+
+
+def write_outputs(plan: Plan, profile: Profile) -> str | None:
+    """Write the output the plan names and print the summary; returns the write error, if any."""
+    view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
+    if plan.fmt == "truestack":
+        shown = output_view(profile, "summary", plan.function_level, plan.include_idle)
+    else:
+        shown = view
+    error = export_and_write(view, plan.fmt, plan.output)
+    if plan.quiet:
+        return error
+    outputs = [] if error else [f"{plan.shown_output or plan.output} ({plan.fmt})"]
+    try:
+        sys.stderr.write(render_summary(shown, top=plan.top, outputs=outputs))
+    except Exception as exc:  # the profile is written; the summary is a courtesy
+        sys.stderr.write(f"truestack: could not print the summary: {type(exc).__name__}: {exc}\n")
+    return error
