@@ -112,3 +112,25 @@ print("sigint count", len(hits), flush=True)
     assert count == 1
     assert child.exitstatus == 0
     assert load(tmp_path / "out.tsp").sample_count > 0
+
+
+def test_sigint_ends_the_recording_within_a_second_even_if_the_program_goes_on(tmp_path):
+    proc = start(tmp_path, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                           "print('ready', flush=True)\nspin(120)\n")
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    asked = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out = tmp_path / "out.tsp"
+    while not out.exists() and time.monotonic() - asked < 20:
+        time.sleep(0.05)
+    assert out.exists(), "no profile after SIGINT"
+    written_after = time.monotonic() - asked
+    assert proc.poll() is None  # the program goes on; it ignores SIGINT
+    proc.send_signal(signal.SIGINT)  # asked twice: the program is stopped
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, err
+    profile = load(out)
+    assert profile.sample_count > 0
+    assert "did not stop within 1 s" in profile.meta.interrupted
+    assert written_after < 5, written_after  # 1 s grace plus a loaded machine's scheduling

@@ -16,6 +16,10 @@ runs). What the user sees of the program does not change:
 - Crash, `os._exit`, SIGKILL, OOM kill: the profile holds every sample the
   child streamed (at most one collector drain interval, ~50 ms, is lost) and
   says how the program ended.
+- SIGINT or SIGTERM end the recording within a second: when the program has
+  not finished its profile by then (it handles the signal and goes on, or
+  it is stuck), the recorder writes what it has, says so, and keeps
+  waiting for the program; another SIGINT or SIGTERM then kills it.
 """
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
 _DRAIN_AFTER_EXIT_S = 1.0  # a forked grandchild may hold the pipe open: stop reading after this
+_STOP_GRACE_S = 1.0  # SIGINT/SIGTERM: the profile is written within this, finished or not
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _launch_command() -> list[str]:
@@ -87,6 +93,7 @@ class _Supervisor:
         self.damaged: str | None = None
         self.written = False
         self.write_error: str | None = None
+        self.stop_asked_at: float | None = None  # first SIGINT/SIGTERM
 
     def run(self) -> int:
         eof = False
@@ -97,8 +104,13 @@ class _Supervisor:
                 time.sleep(_POLL_S)
             else:
                 eof = self._read()
-            _pass_on_signals(self.child, self.watched)
+            self._take_signals()
             if self.reader.ended and not self.written:
+                self._write()
+            elif (self.stop_asked_at is not None and not self.written
+                  and time.monotonic() - self.stop_asked_at > _STOP_GRACE_S):
+                note_interrupted(self.reader.profile, f"the program did not stop within {_STOP_GRACE_S:g} s of "
+                                 "SIGINT/SIGTERM; the profile covers the run up to then")
                 self._write()
             if exited_at is None:
                 code = self.child.poll()
@@ -130,14 +142,21 @@ class _Supervisor:
         self.written = True
         self.write_error = write_outputs(self.plan, self.reader.profile)
 
-
-def _pass_on_signals(child: subprocess.Popen[bytes], watched: list[int]) -> None:
-    while watched:
-        info = signal.sigtimedwait(watched, 0)
-        if info is None:
-            return
-        if info.si_code == _SI_USER and child.poll() is None:
-            child.send_signal(info.si_signo)
+    def _take_signals(self) -> None:
+        """Pass signals sent to the recorder on to the program; a terminal already sent them to it."""
+        while self.watched:
+            info = signal.sigtimedwait(self.watched, 0)
+            if info is None:
+                return
+            alive = self.child.poll() is None
+            if info.si_signo in _STOP_SIGNALS:
+                if self.written and alive and not self.reader.ended:
+                    self.child.kill()  # asked twice, and the program did not stop the first time
+                    continue
+                if self.stop_asked_at is None:
+                    self.stop_asked_at = time.monotonic()
+            if info.si_code == _SI_USER and alive:
+                self.child.send_signal(info.si_signo)
 
 
 def _nothing_recorded(status: int) -> int:
