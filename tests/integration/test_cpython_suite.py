@@ -1,0 +1,60 @@
+"""CPython's own regression tests pass under `truestack record` exactly as they pass plain.
+
+A profiler that people leave on must be harmless to whatever the program
+does: sub-interpreters, signals, faulthandler, threads that come and go,
+code objects created and dropped. The interpreter's own test suite does all
+of that. A chosen set runs in the default matrix; the longer list is
+behind the `slow` marker.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import truestack_env
+from truestack.model import load
+
+CHOSEN = ["test_sys", "test__xxsubinterpreters", "test_threading", "test_generators", "test_coroutines",
+          "test_os", "test_gc", "test_exceptions", "test_sys_settrace"]
+LONGER = ["test_signal", "test_faulthandler", "test_weakref", "test_subprocess", "test_asyncio",
+          "test_capi", "test_interpreters", "test_thread", "test_code", "test_frame", "test_traceback"]
+_RESULT = re.compile(r"^(?:== Tests result: |Result: )(\w+)", re.MULTILINE)
+
+
+def _present(names: list[str]) -> list[str]:
+    """The modules this interpreter's test package has (names move between versions)."""
+    return [name for name in names if importlib.util.find_spec(f"test.{name}") is not None]
+
+
+def _run(command: list[str], cwd) -> tuple[int, str, str]:
+    proc = subprocess.run(command, cwd=cwd, env=truestack_env(), capture_output=True, text=True, timeout=900)
+    match = _RESULT.search(proc.stdout + proc.stderr)
+    return proc.returncode, match.group(1) if match else "no result line", proc.stdout + proc.stderr
+
+
+def _check_module(module: str, tmp_path) -> None:
+    plain_rc, plain_result, plain_out = _run([sys.executable, "-m", "test", module], tmp_path)
+    assert plain_result in ("SUCCESS", "NO TESTS RAN"), f"{module} does not pass plain:\n{plain_out[-3000:]}"
+    out = tmp_path / "suite.tsp"
+    rec_rc, rec_result, rec_out = _run([sys.executable, "-m", "truestack", "record", "--rate", "1000", "-q",
+                                        "-o", str(out), "-m", "test", module], tmp_path)
+    assert (rec_rc, rec_result) == (plain_rc, plain_result), \
+        f"{module} under truestack: exit {rec_rc} {rec_result} (plain: {plain_rc} {plain_result})\n{rec_out[-4000:]}"
+    profile = load(out)
+    assert profile.sample_count > 0
+    assert profile.meta.interrupted is None
+
+
+@pytest.mark.parametrize("module", _present(CHOSEN))
+def test_regression_module_passes_under_record(module, tmp_path):
+    _check_module(module, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", _present(LONGER))
+def test_longer_regression_module_passes_under_record(module, tmp_path):
+    _check_module(module, tmp_path)
