@@ -49,6 +49,7 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
     """Check the target exists; raise UsageError with a one-line reason if not."""
     if module:
         target = Target("module", module, list(args))
+        _put_cwd_first()  # as `python -m` does: packages in the current directory are found
         try:
             # Importing the package part may run user code; that is what -m does too.
             spec_name, spec, _code = runpy._get_module_details(module)  # type: ignore[attr-defined]
@@ -76,7 +77,7 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
             __loader__=spec.loader, __package__=spec.parent, __cached__=None,
         )
         sys.argv = [spec.origin or target.name, *target.args]
-        sys.path.insert(0, os.getcwd())
+        _put_cwd_first()
     else:
         path = target.name
         if os.path.isdir(path):
@@ -93,6 +94,12 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
     main_mod.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main_mod
     return code, main_mod.__dict__
+
+
+def _put_cwd_first() -> None:
+    cwd = os.getcwd()
+    if not sys.path or sys.path[0] != cwd:
+        sys.path.insert(0, cwd)
 
 
 def exit_code_of(exc: SystemExit) -> int:

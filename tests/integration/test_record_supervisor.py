@@ -2,6 +2,7 @@
 in a child process that streams its samples to the recorder."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -134,3 +135,29 @@ def test_sigint_ends_the_recording_within_a_second_even_if_the_program_goes_on(t
     assert profile.sample_count > 0
     assert "did not stop within 1 s" in profile.meta.interrupted
     assert written_after < 5, written_after  # 1 s grace plus a loaded machine's scheduling
+
+
+def test_module_in_the_current_directory_runs_with_the_sys_path_python_gives(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text("import json, sys\nprint(json.dumps(sys.path))\n")
+    plain = subprocess.run([sys.executable, "-m", "mypkg.tool"], cwd=tmp_path, capture_output=True, text=True,
+                           env=truestack_env())
+    proc = subprocess.run([sys.executable, "-m", "truestack", "record", "-q", "--engine", "safepoint", "-o",
+                           str(tmp_path / "out.tsp"), "-m", "mypkg.tool"], cwd=tmp_path, capture_output=True,
+                          text=True, env=truestack_env())
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(plain.stdout)
+
+
+def test_script_sees_the_sys_path_python_gives(tmp_path):
+    script = tmp_path / "show.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.path))\n")
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                           env=truestack_env())
+    proc = subprocess.run([sys.executable, "-m", "truestack", "record", "-q", "--engine", "safepoint", "-o",
+                           str(tmp_path / "out.tsp"), str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env=truestack_env())
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads(plain.stdout)

@@ -49,8 +49,11 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def _launch_command() -> list[str]:
     package_parent = os.path.dirname(PACKAGE_DIR)
+    # `-c` puts '' first on sys.path and the bootstrap puts truestack's own
+    # directory before it; both leave before the program runs, which then
+    # sees the sys.path `python script.py` or `python -m module` gives.
     bootstrap = (f"import sys; sys.path.insert(0, {package_parent!r}); "
-                 "from truestack.recording.child import main; sys.path.pop(0); main()")
+                 "from truestack.recording.child import main; del sys.path[:2]; main()")
     flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
     return [sys.executable, *flags, "-c", bootstrap]
 
