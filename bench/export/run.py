@@ -23,6 +23,7 @@ make_importable()
 
 from truestack.exporters import FORMATS, export  # noqa: E402
 from truestack.model import Marker, Profile  # noqa: E402
+from truestack.model.aggregate import aggregate  # noqa: E402
 from truestack.samples import Frame  # noqa: E402
 
 RATE_HZ = 1000
@@ -85,7 +86,7 @@ def main() -> int:
           f"{args.stacks:,} unique stacks, {len(profile.stacks):,} stack-tree nodes, "
           f"{len(profile.frames):,} frames (built in {built:.2f} s)")
     t0 = time.perf_counter()
-    profile.stack_totals()
+    aggregate(profile).stack_totals
     print(f"stack_totals over all samples: {time.perf_counter() - t0:.2f} s\n")
 
     # Wall time is what a user waits; CPU time is steadier on a shared machine.

@@ -15,7 +15,7 @@ import pytest
 
 from truestack.exporters import flamegraph
 from truestack.model import Profile
-from truestack.samples import Frame, Sample
+from truestack.samples import Frame, Sample, SamplerStats
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -239,7 +239,8 @@ def test_hostile_function_name_is_shown_as_text(page) -> None:
 
 def test_biased_warning_is_visible(browser, tmp_path) -> None:
     p = demo_profile()
-    p.meta.update(engine="safepoint", sampler_stats={"engine": "safepoint", "biased": True, "requested_rate_hz": 100})
+    p.meta.engine = "safepoint"
+    p.meta.sampler_stats = SamplerStats(engine="safepoint", mode="cpu", requested_rate_hz=100, biased=True)
     path = tmp_path / "biased.html"
     path.write_bytes(flamegraph.export(p))
     pg = Page(browser, path)

@@ -6,7 +6,8 @@ import re
 from profile_factory import SAMPLES, expected_total_count, make_profile, make_recursive_profile, weighted
 
 from truestack.exporters import export
-from truestack.exporters.collapsed import sanitize, weighted_stack_counts
+from truestack.exporters.collapsed import sanitize
+from truestack.model.aggregate import weighted_stack_counts
 from truestack.model import Profile
 
 # flamegraph.pl's own line pattern (stackcollapse output -> flamegraph.pl input)

@@ -26,8 +26,8 @@ def test_facts_read_from_metadata():
 
 def test_safepoint_engine_is_labelled_biased():
     profile = make_profile()
-    profile.meta["engine"] = "safepoint"
-    profile.meta["sampler_stats"]["biased"] = True
+    profile.meta.engine = "safepoint"
+    profile.meta.sampler_stats.biased = True
     assert dict(sampling_facts(profile))["engine"] == "safepoint (biased)"
 
 

@@ -8,7 +8,7 @@ import pytest
 from profile_factory import SAMPLES, T0, expected_total_count, make_profile, make_recursive_profile
 
 from truestack.exporters import export
-from truestack.exporters.collapsed import weighted_stack_counts
+from truestack.model.aggregate import weighted_stack_counts
 from truestack.exporters.firefox import PREPROCESSED_PROFILE_VERSION
 from truestack.model import Marker, Profile
 from truestack.samples import Frame, Sample

@@ -123,7 +123,7 @@ def test_names_lines_and_leaf_first_order():
 
 def test_wall_mode_sample_type():
     profile = make_profile()
-    profile.meta["mode"] = "wall"
+    profile.meta.mode = "wall"
     msg = decode(export(profile, "pprof"))
     assert msg.string_table[msg.sample_type[1].type] == "wall"
 

@@ -10,6 +10,7 @@ import pytest
 from truestack.exporters import export as export_format
 from truestack.exporters import flamegraph
 from truestack.model import Profile
+from truestack.model.aggregate import aggregate
 from truestack.samples import Frame, Sample
 
 NASTY = "evil</script><script>alert(1)</script><!-- {{js}} & \u2028\u2029 \"q\" 'q' \\ \U0001f525"
@@ -63,7 +64,7 @@ def node_paths(data: dict) -> list[tuple[str, ...]]:
 
 def profile_paths(p: Profile, tid: int) -> Counter:
     out: Counter = Counter()
-    for stack, (count, weight) in p.stack_totals([tid]).items():
+    for stack, (count, weight) in aggregate(p).thread_stack_totals(tid).items():
         key = tuple(f"{p.func_name(p.frame_func(f))}|{p.func_file(p.frame_func(f))}|{p.frame_line(f)}"
                     for f in p.stack_frames(stack))
         out[key, "count"] += count

@@ -104,8 +104,8 @@ def test_corrupt_payload(tmp_path):
 def test_merged_lines_merges_frames_of_one_function():
     profile = build()
     merged = profile.merged_lines()
-    assert merged.meta["function_level"] is True
-    assert profile.meta.get("function_level") is not True  # the original is untouched
+    assert merged.meta.function_level is True
+    assert profile.meta.function_level is not True  # the original is untouched
     labels = [labels for _tid, labels, _cpu, _state in stacks_as_names(merged)]
     assert labels[0] == ("a (/m.py)",)
     assert labels[1] == labels[2] == ("a (/m.py)", "b (/m.py)")  # lines 10 and 11 of a merged

@@ -72,8 +72,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     check_output_path(output)
     # Absolute: the program may chdir before the profile is written.
     return Plan(target, fmt, os.path.abspath(output), args.mode, rate_hz, args.engine, args.max_depth,
-                args.duration, args.function_level, args.include_idle, args.quiet, args.summary_top,
-                shown_output=output, cwd=os.getcwd())
+                args.duration, args.function_level, args.include_idle, args.quiet, args.summary_top)
 
 
 def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:

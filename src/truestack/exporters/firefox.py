@@ -21,7 +21,7 @@ from typing import Any
 from ..model import Profile, ThreadSamples
 from ..model.facts import sampling_facts
 from ..model.tables import KINDS
-from .collapsed import nominal_interval_ns
+from ..model.aggregate import nominal_interval_ns
 
 PREPROCESSED_PROFILE_VERSION = 50
 GECKO_PROFILE_VERSION = 30  # the Gecko format that processed version 50 was produced from
@@ -160,7 +160,7 @@ def _markers_table(tables: _ThreadTables, markers: list[tuple[str, float, float 
 def build(profile: Profile) -> dict[str, Any]:
     """The processed profile as plain JSON-ready objects."""
     meta = profile.meta
-    origin = int(meta.get("start_monotonic_ns") or 0)
+    origin = meta.start_monotonic_ns
     interval = nominal_interval_ns(profile)
     inv = 1.0 / interval if interval else 0.0
     threads = list(profile.threads.values())
@@ -178,14 +178,13 @@ def build(profile: Profile) -> dict[str, Any]:
             (m.name, _ms(m.start_ns - origin), end, data))
         if m.end_ns is not None:
             end_ns = max(end_ns, m.end_ns)
-    if meta.get("interrupted"):
-        reason = str(meta["interrupted"])
+    if meta.interrupted:
+        reason = meta.interrupted
         markers_by_tid[main.tid].append((f"Run interrupted: {reason}", _ms(end_ns - origin), None,
                                          {"type": NOTE_TYPE, "reason": reason}))
 
-    pid = str(meta.get("pid", 0))
-    command = meta.get("command") or []
-    command_text = " ".join(map(str, command)) if isinstance(command, list) else str(command)
+    pid = str(meta.pid)
+    command_text = " ".join(meta.command)
     any_cpu = False
     out_threads = []
     for thread in threads:
@@ -224,10 +223,9 @@ def build(profile: Profile) -> dict[str, Any]:
             "stringArray": tables.strings,
         })
 
-    stats = meta.get("sampler_stats") or {}
     out_meta: dict[str, Any] = {
         "interval": interval / 1e6 if interval else 1.0,
-        "startTime": int(meta.get("start_time_unix_ns") or 0) / 1e6,
+        "startTime": meta.start_time_unix_ns / 1e6,
         "profilingStartTime": 0,
         "profilingEndTime": _ms(end_ns - origin),
         "processType": 0,
@@ -245,7 +243,7 @@ def build(profile: Profile) -> dict[str, Any]:
         "initialSelectedThreads": [0],
         "extra": [{"label": "truestack", "entries": [
             {"label": label.capitalize(), "format": "string", "value": value}
-            for label, value in [*sampling_facts(profile), ("python", str(meta.get("python_version", "?")))]]}],
+            for label, value in [*sampling_facts(profile), ("python", meta.python_version or "?")]]}],
     }
     if any_cpu:
         out_meta["sampleUnits"] = {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"}

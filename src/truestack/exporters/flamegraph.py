@@ -25,7 +25,8 @@ from importlib import resources
 from typing import Any
 
 from ..model import Profile
-from ..model.facts import sampling_facts
+from ..model.aggregate import aggregate
+from ..model.facts import sampling_facts, warnings
 from ..model.tables import KINDS
 
 DATA_VERSION = 1
@@ -57,19 +58,10 @@ def json_for_html(obj: Any) -> str:
 
 def build_data(profile: Profile) -> dict[str, Any]:
     """The embedded document (see the module docstring)."""
-    per_thread = {tid: profile.stack_totals([tid]) for tid in profile.threads}
+    agg = aggregate(profile)
+    per_thread = {tid: agg.thread_stack_totals(tid) for tid in profile.threads}
     prefix = profile.stacks.prefix
-    used: set[int] = set()
-    for totals in per_thread.values():
-        for stack in totals:
-            while stack >= 0 and stack not in used:
-                used.add(stack)
-                stack = prefix[stack]
-    # A stack's prefix has a smaller index, so ascending order lists parents first.
-    order = sorted(used)
-    node_of = {-1: 0}
-    for i, stack in enumerate(order, 1):
-        node_of[stack] = i
+    order, node_of = agg.call_tree.order, agg.call_tree.node_of
 
     frame_of: dict[int, int] = {}
     func_of: dict[int, int] = {}
@@ -112,12 +104,11 @@ def build_data(profile: Profile) -> dict[str, Any]:
         threads.append({"tid": tid, "name": thread.name, "samples": len(thread),
                         "nodes": deltas, "counts": [c for _n, c, _w in nodes],
                         "weights": [w for _n, _c, w in nodes]})
-    stats = profile.meta.get("sampler_stats") or {}
     return {
         "version": DATA_VERSION,
         "kinds": list(KINDS),
-        "mode": str(profile.meta.get("mode") or stats.get("mode") or ""),
-        "functionLevel": bool(profile.meta.get("function_level")),
+        "mode": profile.meta.mode or (profile.meta.sampler_stats.mode if profile.meta.sampler_stats else ""),
+        "functionLevel": profile.meta.function_level,
         "strings": strings, "funcs": funcs, "frames": frames,
         "parents": parents, "nframe": nframe, "threads": threads,
     }
@@ -136,40 +127,27 @@ def _title(profile: Profile) -> str:
 
 
 def _command(profile: Profile) -> str:
-    command = profile.meta.get("command")
-    if isinstance(command, (list, tuple)):
-        return " ".join(str(part) for part in command)
-    return str(command or "")
+    return " ".join(profile.meta.command)
 
 
 def _header_html(profile: Profile) -> str:
     meta = profile.meta
-    stats: dict[str, Any] = meta.get("sampler_stats") or {}
-    engine = meta.get("engine") or stats.get("engine") or "?"
+    stats = meta.sampler_stats
     # "samples" is what this page shows; an interrupted run gets its own banner below.
     items = [(label, f"{profile.sample_count:,}" if label == "samples" else value)
              for label, value in sampling_facts(profile) if label not in ("timer", "interrupted")]
-    if stats.get("duration_s"):
-        items.append(("duration", f"{float(stats['duration_s']):.3g} s"))
-    if meta.get("python_version"):
-        items.append(("python", str(meta["python_version"]).split()[0]))
-    if meta.get("function_level"):
+    if stats and stats.duration_s:
+        items.append(("duration", f"{stats.duration_s:.3g} s"))
+    if meta.python_version:
+        items.append(("python", meta.python_version.split()[0]))
+    if meta.function_level:
         items.append(("lines", "merged per function"))
     out = [f'<div class="ts-cmd" id="ts-command">{html.escape(_command(profile) or "(command unknown)")}</div>',
            '<dl class="ts-meta" id="ts-meta">']
     for key, value in items:
         out.append(f'<div><dt>{html.escape(key)}</dt><dd data-key="{html.escape(key)}">{html.escape(value)}</dd></div>')
     out.append("</dl>")
-    warnings = []
-    if stats.get("biased") or engine == "safepoint":
-        warnings.append("Biased profile (safepoint engine): threads were only seen at eval-breaker checks "
-                        "and GIL switches, so time spent in C code and between checks is misattributed. "
-                        "Use the native engine for accurate numbers.")
-    if meta.get("interrupted"):
-        warnings.append(f"The run ended early: {meta['interrupted']}.")
-    if int(stats.get("dropped") or 0):
-        warnings.append(f"{int(stats['dropped']):,} samples were dropped by the sampler.")
-    for text in warnings:
+    for text in warnings(profile):
         cls = "ts-warn ts-biased" if text.startswith("Biased") else "ts-warn"
         out.append(f'<div class="{cls}" role="alert">{html.escape(text)}</div>')
     return "\n".join(out)

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..model import Profile
 from ..model.facts import sampling_facts
-from .collapsed import EMPTY_STACK_LABEL, nominal_interval_ns
+from ..model.aggregate import EMPTY_STACK_LABEL, aggregate, nominal_interval_ns
 
 PACKAGE = "perftools.profiles"
 _MAX_MARKER_COMMENTS = 1000
@@ -148,7 +148,7 @@ def build(profile: Profile) -> Any:
     cls = message_classes()
     out = cls["Profile"]()
     strings = _Strings()
-    mode = "wall" if profile.meta.get("mode") == "wall" else "cpu"
+    mode = "wall" if profile.meta.mode == "wall" else "cpu"
     out.sample_type.add(type=strings("samples"), unit=strings("count"))
     out.sample_type.add(type=strings(mode), unit=strings("nanoseconds"))
     out.default_sample_type = strings(mode)
@@ -157,7 +157,7 @@ def build(profile: Profile) -> Any:
     out.period_type.unit = strings("nanoseconds")
     if interval:
         out.period = round(interval)
-    out.time_nanos = int(profile.meta.get("start_time_unix_ns") or 0)
+    out.time_nanos = profile.meta.start_time_unix_ns
     out.duration_nanos = int(profile.duration_ns)
 
     used_frames: set[int] = set()
@@ -165,7 +165,7 @@ def build(profile: Profile) -> Any:
     empty_location = 0
     locations_of: dict[int, list[int]] = {}
     for tid, thread in profile.threads.items():
-        totals = profile.stack_totals([tid])
+        totals = aggregate(profile).thread_stack_totals(tid)
         if not totals:
             continue
         name_idx = strings(thread.name or f"thread {tid}")
@@ -202,15 +202,13 @@ def build(profile: Profile) -> Any:
         out.function.add(id=func_id, name=name, system_name=name)
         out.location.add(id=empty_location).line.add(function_id=func_id)
 
-    command = profile.meta.get("command")
-    if command:
-        out.comment.append(strings("command: " + (" ".join(map(str, command)) if isinstance(command, list)
-                                                  else str(command))))
+    if profile.meta.command:
+        out.comment.append(strings("command: " + " ".join(profile.meta.command)))
     for label, value in sampling_facts(profile):
         out.comment.append(strings(f"{label}: {value}"))
-    if profile.meta.get("python_version"):
-        out.comment.append(strings(f"python_version: {profile.meta['python_version']}"))
-    origin = int(profile.meta.get("start_monotonic_ns") or 0)
+    if profile.meta.python_version:
+        out.comment.append(strings(f"python_version: {profile.meta.python_version}"))
+    origin = profile.meta.start_monotonic_ns
     for m in profile.markers[:_MAX_MARKER_COMMENTS]:  # pprof has no markers: keep them as metadata
         at = (m.start_ns - origin) / 1e6
         span = f" for {(m.end_ns - m.start_ns) / 1e6:.3f} ms" if m.end_ns is not None else ""

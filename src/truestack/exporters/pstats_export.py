@@ -18,7 +18,7 @@ from __future__ import annotations
 import marshal
 
 from ..model import Profile
-from .collapsed import nominal_interval_ns
+from ..model.aggregate import aggregate, nominal_interval_ns
 
 NATIVE_FILE = "~"  # what cProfile uses for functions without a source file
 
@@ -50,7 +50,7 @@ def _count(table: dict, keys: list, n: int, w: int) -> None:
 
 
 def build_stats(profile: Profile) -> dict:
-    totals = profile.stack_totals()
+    totals = aggregate(profile).stack_totals
     if not any(w for _, w in totals.values()):
         # No weights recorded: charge each sample one nominal interval (1 ms if unknown).
         per = nominal_interval_ns(profile) or 1e6

@@ -13,7 +13,7 @@ import json
 
 from ..model import Profile
 from ..model.facts import facts_line
-from .collapsed import EMPTY_STACK_LABEL, weighted_stack_counts
+from ..model.aggregate import EMPTY_STACK_LABEL, aggregate
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
@@ -33,14 +33,11 @@ def _frame_entry(profile: Profile, frame: int) -> dict:
 
 def _per_thread_totals(profile: Profile, tid: int) -> tuple[list[int], list[int], str]:
     """Unique stacks of a thread in first-seen order, their weights, and the unit."""
-    thread = profile.threads[tid]
-    weights: dict[int, int] = {}
-    get = weights.get
-    for stack, weight in zip(thread.stack, thread.weight_ns):
-        weights[stack] = get(stack, 0) + weight
+    agg = aggregate(profile)
+    weights = {stack: weight for stack, (_n, weight) in agg.thread_stack_totals(tid).items()}
     if any(weights.values()):
         return list(weights), list(weights.values()), "nanoseconds"
-    counts = weighted_stack_counts(profile, [tid])
+    counts = agg.thread_stack_counts(tid)
     return list(counts), list(counts.values()), "none"
 
 
@@ -81,13 +78,12 @@ def export(profile: Profile) -> bytes:
         head = json.dumps(header, ensure_ascii=False)[:-1]
         samples = ",".join(encode_stack(s) for s in stacks)
         profiles_json.append(f'{head},"samples":[{samples}],"weights":{json.dumps(weights)}}}')
-    command = profile.meta.get("command") or []
-    name = " ".join(map(str, command)) if isinstance(command, list) else str(command)
+    name = " ".join(profile.meta.command)
     top = {
         "$schema": SCHEMA_URL,
         "name": f"{name or 'truestack profile'} ({facts_line(profile)})",
         "activeProfileIndex": 0,
-        "exporter": f"truestack {profile.meta.get('truestack_version', '')}".strip(),
+        "exporter": f"truestack {profile.meta.truestack_version}".strip(),
         "shared": {"frames": frames},
     }
     head = json.dumps(top, ensure_ascii=False)[:-1]

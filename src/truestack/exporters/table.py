@@ -11,11 +11,11 @@ table, a header says how the profile was taken (engine, rate, losses).
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..model import Profile
-from ..model.facts import format_rate, partial_counts
-from .collapsed import EMPTY_STACK_LABEL, weighted_stack_counts
+from ..model.aggregate import EMPTY_STACK_LABEL, aggregate
+from ..model.facts import header_lines
 
 _MAX_METHOD_WIDTH = 72
 _AMBIGUOUS_BASENAMES = {"__init__.py", "__main__.py"}
@@ -48,36 +48,18 @@ def method_label(profile: Profile, func: int) -> str:
 
 def method_rows(profile: Profile) -> tuple[list[MethodRow], int]:
     """Rows sorted by total samples (then self, then name), and the total sample count."""
-    counts = weighted_stack_counts(profile)
-    total_by_func: dict[int, int] = {}
-    self_by_func: dict[int, int] = {}
-    empty = 0
-    frames_func = [row.func for row in profile.frames]
-    prefix, frame = profile.stacks.prefix, profile.stacks.frame
-    for stack, count in counts.items():
-        if stack < 0:
-            empty += count
-            continue
-        leaf = frames_func[frame[stack]]
-        self_by_func[leaf] = self_by_func.get(leaf, 0) + count
-        seen = set()
-        s = stack
-        while s >= 0:
-            seen.add(frames_func[frame[s]])
-            s = prefix[s]
-        for func in seen:
-            total_by_func[func] = total_by_func.get(func, 0) + count
+    agg = aggregate(profile)
     # Two functions can share a label (same name, file and first line, different kind): merge them.
     merged: dict[str, list[int]] = {}
-    for func, total in total_by_func.items():
+    for func, totals in agg.function_totals.items():
         entry = merged.setdefault(method_label(profile, func), [0, 0])
-        entry[0] += total
-        entry[1] += self_by_func.get(func, 0)
-    if empty:
-        merged[EMPTY_STACK_LABEL] = [empty, empty]
+        entry[0] += totals.total
+        entry[1] += totals.self
+    if agg.empty_stack_count:
+        merged[EMPTY_STACK_LABEL] = [agg.empty_stack_count, agg.empty_stack_count]
     rows = [MethodRow(label, t, s) for label, (t, s) in merged.items()]
     rows.sort(key=lambda r: (-r.total, -r.self, r.method))
-    return rows, sum(counts.values())
+    return rows, sum(agg.stack_counts.values())
 
 
 def _fit(text: str, width: int) -> str:
@@ -104,38 +86,6 @@ def render_table(profile: Profile, top: int | None = 20) -> str:
         lines.append(f"{_fit(r.method, width):<{width}}  {r.total:>{num}}  {pct(r.total):>6}  "
                      f"{r.self:>{num}}  {pct(r.self):>6}")
     return "\n".join(lines)
-
-
-def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str]:
-    meta = profile.meta
-    stats: dict[str, Any] = meta.get("sampler_stats") or {}
-    engine = stats.get("engine") or meta.get("engine", "?")
-    mode = stats.get("mode") or meta.get("mode", "?")
-    taken = stats.get("samples", profile.sample_count)
-    duration = stats.get("duration_s") or profile.duration_ns / 1e9
-    lines = [f"truestack: {taken} samples in {duration:.2f} s, {mode} mode, engine {engine}"]
-    if stats.get("biased") or engine == "safepoint":
-        lines.append("  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker "
-                     "checks and GIL switches")
-    requested = stats.get("requested_rate_hz", meta.get("rate_hz"))
-    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(stats.get('achieved_rate_hz'))}"
-                 + (f" ({stats['timer']})" if stats.get("timer") else ""))
-    partial = partial_counts(profile)
-    partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))
-    lines.append(f"  samples: {taken} taken, {stats.get('dropped', 0)} dropped, "
-                 f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else ""))
-    in_profile = profile.sample_count if shown_samples is None else shown_samples
-    if in_profile != taken:
-        lines.append(f"  samples in this output: {in_profile}")
-    if meta.get("function_level"):
-        lines.append("  lines merged per function (--function-level)")
-    if meta.get("idle_excluded"):
-        lines.append(f"  {meta['idle_excluded']} idle samples left out (--include-idle keeps them)")
-    for note in stats.get("notes") or []:
-        lines.append(f"  note: {note}")
-    if meta.get("interrupted"):
-        lines.append(f"  INTERRUPTED: {meta['interrupted']} — the profile covers the run up to that point")
-    return lines
 
 
 def export(profile: Profile) -> bytes:

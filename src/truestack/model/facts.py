@@ -1,60 +1,111 @@
-"""How a profile was taken, as short labelled facts every output carries.
+"""How a profile was taken, said the same way by every output.
 
 The engine actually used, the mode, the requested and achieved rate, and
 what went wrong (dropped and partial samples, an interrupted run, a biased
-engine) are read from the metadata once here, so the summary, the flame
-graph header, Firefox's "extra" panel, pprof comments and speedscope's title
-all say the same thing.
+engine) are read from `ProfileMeta` here only: the summary and the table
+header (`header_lines`), the flame graph header and its warnings
+(`sampling_facts`, `warnings`), Firefox's "extra" panel, pprof comments and
+speedscope's title (`facts_line`) all say the same thing.
 """
 from __future__ import annotations
-
-from typing import Any
 
 from .profile import Profile
 
 
-def format_rate(value: Any) -> str:
-    try:
-        hz = float(value)
-    except (TypeError, ValueError):
+def format_rate(value: float | None) -> str:
+    if not value:
         return "?"
-    return f"{hz / 1000:.3g} kHz" if hz >= 1000 else f"{hz:.4g} Hz"
+    return f"{value / 1000:.3g} kHz" if value >= 1000 else f"{value:.4g} Hz"
 
 
 def partial_counts(profile: Profile) -> dict[str, int]:
     """Partial (incomplete or suspect) samples by reason; reasons never seen are left out."""
-    partial = (profile.meta.get("sampler_stats") or {}).get("partial") or {}
-    if not isinstance(partial, dict):
-        partial = {"unknown": partial}
-    return {str(k): int(v) for k, v in partial.items() if int(v)}
+    return profile.meta.partial_counts
+
+
+def samples_taken(profile: Profile) -> int:
+    stats = profile.meta.sampler_stats
+    return stats.samples if stats is not None else profile.sample_count
 
 
 def sampling_facts(profile: Profile) -> list[tuple[str, str]]:
     """[(label, value)] in reading order: engine, mode, rate, samples, losses."""
     meta = profile.meta
-    stats: dict[str, Any] = meta.get("sampler_stats") or {}
+    stats = meta.sampler_stats
     partial = partial_counts(profile)
     partial_text = str(sum(partial.values()))
     if partial:
         partial_text += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(partial.items())) + ")"
-    achieved = stats.get("achieved_rate_hz")
+    achieved = stats.achieved_rate_hz if stats else 0.0
     facts = [
-        ("engine", str(meta.get("engine") or stats.get("engine") or "?")
-         + (" (biased)" if stats.get("biased") else "")),
-        ("mode", str(meta.get("mode") or stats.get("mode") or "?")),
-        ("rate", f"{format_rate(meta.get('rate_hz', stats.get('requested_rate_hz')))} requested, "
+        ("engine", meta.engine_used + (" (biased)" if meta.biased else "")),
+        ("mode", meta.mode_used),
+        ("rate", f"{format_rate(meta.requested_rate_hz)} requested, "
                  + (f"{format_rate(achieved)} achieved" if achieved else "achieved unknown")),
-        ("samples", f"{int(stats.get('samples', profile.sample_count)):,}"),
-        ("dropped", f"{int(stats.get('dropped') or 0):,}"),
+        ("samples", f"{samples_taken(profile):,}"),
+        ("dropped", f"{stats.dropped if stats else 0:,}"),
         ("partial", partial_text),
     ]
-    if stats.get("timer"):
-        facts.append(("timer", str(stats["timer"])))
-    if meta.get("interrupted"):
-        facts.append(("interrupted", str(meta["interrupted"])))
+    if stats and stats.timer:
+        facts.append(("timer", stats.timer))
+    if meta.interrupted:
+        facts.append(("interrupted", meta.interrupted))
     return facts
 
 
 def facts_line(profile: Profile) -> str:
     """The facts on one line: `engine native-cpu, mode cpu, rate ..., dropped 0, ...`."""
     return ", ".join(f"{label} {value}" for label, value in sampling_facts(profile))
+
+
+def is_biased(profile: Profile) -> bool:
+    return profile.meta.biased or profile.meta.engine_used == "safepoint"
+
+
+def warnings(profile: Profile) -> list[str]:
+    """What a reader must know before trusting the numbers, one sentence each."""
+    meta = profile.meta
+    out = []
+    if is_biased(profile):
+        out.append("Biased profile (safepoint engine): threads were only seen at eval-breaker checks "
+                   "and GIL switches, so time spent in C code and between checks is misattributed. "
+                   "Use the native engine for accurate numbers.")
+    if meta.interrupted:
+        out.append(f"The run ended early: {meta.interrupted}.")
+    dropped = meta.sampler_stats.dropped if meta.sampler_stats else 0
+    if dropped:
+        out.append(f"{dropped:,} samples were dropped by the sampler.")
+    return out
+
+
+def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str]:
+    """The summary's and the table's header: how the profile was taken, then what went wrong."""
+    meta = profile.meta
+    stats = meta.sampler_stats
+    taken = samples_taken(profile)
+    duration = (stats.duration_s if stats and stats.duration_s else 0) or profile.duration_ns / 1e9
+    engine = (stats.engine if stats and stats.engine else "") or meta.engine or "?"
+    mode = (stats.mode if stats and stats.mode else "") or meta.mode or "?"
+    lines = [f"truestack: {taken} samples in {duration:.2f} s, {mode} mode, engine {engine}"]
+    if (stats and stats.biased) or engine == "safepoint":
+        lines.append("  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker "
+                     "checks and GIL switches")
+    requested = stats.requested_rate_hz if stats and stats.requested_rate_hz else meta.rate_hz
+    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(stats.achieved_rate_hz if stats else None)}"
+                 + (f" ({stats.timer})" if stats and stats.timer else ""))
+    partial = partial_counts(profile)
+    partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))
+    lines.append(f"  samples: {taken} taken, {stats.dropped if stats else 0} dropped, "
+                 f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else ""))
+    in_profile = profile.sample_count if shown_samples is None else shown_samples
+    if in_profile != taken:
+        lines.append(f"  samples in this output: {in_profile}")
+    if meta.function_level:
+        lines.append("  lines merged per function (--function-level)")
+    if meta.idle_excluded:
+        lines.append(f"  {meta.idle_excluded} idle samples left out (--include-idle keeps them)")
+    for note in stats.notes if stats else []:
+        lines.append(f"  note: {note}")
+    if meta.interrupted:
+        lines.append(f"  INTERRUPTED: {meta.interrupted} — the profile covers the run up to that point")
+    return lines

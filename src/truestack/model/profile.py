@@ -168,20 +168,6 @@ class Profile:
         """Frame indices of a stack, root first (empty for -1)."""
         return self.stacks.frames_of(stack)
 
-    def stack_totals(self, threads: Iterable[int] | None = None) -> dict[int, tuple[int, int]]:
-        """stack index -> (sample count, total weight ns), over the chosen threads."""
-        totals: dict[int, list[int]] = {}
-        chosen = self.threads.values() if threads is None else [self.threads[t] for t in threads]
-        for thread in chosen:
-            for stack, weight in zip(thread.stack, thread.weight_ns):
-                entry = totals.get(stack)
-                if entry is None:
-                    totals[stack] = [1, weight]
-                else:
-                    entry[0] += 1
-                    entry[1] += weight
-        return {k: (v[0], v[1]) for k, v in totals.items()}
-
     def merged_lines(self) -> "Profile":
         """A copy in which frames of one function are merged (line set to 0)."""
         out = Profile(self.meta.copy())

@@ -48,8 +48,6 @@ class Plan:
     include_idle: bool
     quiet: bool
     top: int
-    shown_output: str = ""  # the output as the user spelled it (plan.output is absolute)
-    cwd: str = ""
 
     def to_json(self) -> str:
         """What the program's process needs to run it (not where the output goes)."""

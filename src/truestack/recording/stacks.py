@@ -13,7 +13,7 @@ _TARGET_FILE = own_path("target.py")
 
 def _launcher_files() -> set[str]:
     """Files of the frames below the program: runpy and whatever script started truestack."""
-    files = {"<frozen runpy>", runpy.__file__}
+    files = {"<frozen runpy>", runpy.__file__, "<string>"}  # "<string>": the record child's `-c` bootstrap
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     if main_file:
         files.add(main_file)

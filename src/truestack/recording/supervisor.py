@@ -209,7 +209,8 @@ def write_outputs(plan: Plan, profile: Profile) -> str | None:
     error = export_and_write(view, plan.fmt, plan.output)
     if plan.quiet:
         return error
-    outputs = [] if error else [f"{plan.shown_output or plan.output} ({plan.fmt})"]
+    # Absolute: unambiguous wherever the program or the user went meanwhile.
+    outputs = [] if error else [f"{plan.output} ({plan.fmt})"]
     try:
         sys.stderr.write(render_summary(shown, top=plan.top, outputs=outputs))
     except Exception as exc:  # the profile is written; the summary is a courtesy
