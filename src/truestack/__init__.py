@@ -3,9 +3,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-from .samples import Frame, Sample, SamplerStats  # noqa: E402
+from .samples import Frame, Sample, SamplerStats
 
 # Loaded on first use so `import truestack` (and the CLI) stays cheap and does
 # not pull in the sampler before the target program runs.

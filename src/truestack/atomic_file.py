@@ -2,11 +2,12 @@
 half-written file under the final name."""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` via a temporary file and a rename.
 
     Devices and pipes (``/dev/stdout``, a FIFO) cannot be renamed over and
@@ -24,10 +25,8 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
         os.chmod(tmp, _new_file_mode(full))  # mkstemp makes 0600; give what open() would
         os.replace(tmp, full)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

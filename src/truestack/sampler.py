@@ -52,7 +52,7 @@ class Sampler:
         self._collect_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         if self._running:
             raise RuntimeError("sampler already running")
         if self._engine is None:
@@ -77,7 +77,7 @@ class Sampler:
         self._collect_once()  # whatever arrived between the last tick and stop()
         return self.stats()
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -127,7 +127,7 @@ class Sampler:
                 return
             try:
                 self._sink(batch)
-            except Exception:  # noqa: BLE001 - a consumer bug must not kill sampling
+            except Exception:
                 self._sink_errors += 1
 
 

@@ -11,8 +11,8 @@ import runpy
 import sys
 import traceback
 import types
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import UsageError
 from .own_files import is_own_file
@@ -52,7 +52,7 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
         _put_cwd_first()  # as `python -m` does: packages in the current directory are found
         try:
             # Importing the package part may run user code; that is what -m does too.
-            spec_name, spec, _code = runpy._get_module_details(module)  # type: ignore[attr-defined]
+            _spec_name, spec, _code = runpy._get_module_details(module)  # type: ignore[attr-defined]
         except BaseException as exc:  # ImportError, or whatever a package's __init__ raises
             raise UsageError(f"cannot run module {module!r}: {exc}") from None
         target._module_file = spec.origin or module  # type: ignore[attr-defined]
@@ -61,9 +61,8 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
         raise UsageError("no target: give a script path or -m MODULE")
     if not os.path.exists(script):
         raise UsageError(f"no such script: {script}")
-    if os.path.isdir(script):
-        if not os.path.exists(os.path.join(script, "__main__.py")):
-            raise UsageError(f"{script} is a directory with no __main__.py")
+    if os.path.isdir(script) and not os.path.exists(os.path.join(script, "__main__.py")):
+        raise UsageError(f"{script} is a directory with no __main__.py")
     return Target("script", script, list(args))
 
 
@@ -71,7 +70,7 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
     """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec."""
     main_mod = types.ModuleType("__main__")
     if target.kind == "module":
-        mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+        _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
         main_mod.__dict__.update(
             __name__="__main__", __file__=spec.origin, __spec__=spec,
             __loader__=spec.loader, __package__=spec.parent, __cached__=None,
@@ -126,7 +125,7 @@ def run_target(target: Target) -> tuple[int, BaseException | None]:
         return exit_code_of(exc), None
     except KeyboardInterrupt as exc:
         return 130, exc
-    except BaseException as exc:  # noqa: BLE001 - report like the interpreter would
+    except BaseException as exc:
         _print_user_traceback(exc)
         return 1, exc
     return 0, None

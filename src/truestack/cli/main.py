@@ -6,9 +6,9 @@ arguments and sets `func=run`) and `run(args) -> int`.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
 import importlib
 import sys
+from typing import NoReturn
 
 from ..errors import UsageError
 

@@ -31,4 +31,4 @@ def create_engine(engine: str, mode: str, rate_hz: float, max_depth: int) -> tup
     return SafepointEngine(mode, rate_hz, max_depth), notes
 
 
-__all__ = ["Engine", "EngineUnavailable", "ENGINE_CHOICES", "create_engine"]
+__all__ = ["ENGINE_CHOICES", "Engine", "EngineUnavailable", "create_engine"]

@@ -54,4 +54,5 @@ def export(profile: Profile, fmt: str) -> bytes:
     if fmt not in FORMATS:
         raise UnknownFormat(f"unknown format {fmt!r} (choose from: {', '.join(FORMATS)})")
     module = importlib.import_module(f"{__name__}.{FORMATS[fmt].module}")
-    return module.export(profile)
+    data: bytes = module.export(profile)
+    return data

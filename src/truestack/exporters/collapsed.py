@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from ..model import Profile
 from ..model.aggregate import aggregate
 
+
 def sanitize(label: str) -> str:
     """Make a frame label safe inside a `;`-separated, line-oriented record."""
     if ";" in label or "\n" in label or "\r" in label:

@@ -19,9 +19,9 @@ from array import array
 from typing import Any
 
 from ..model import Profile, ThreadSamples
+from ..model.aggregate import nominal_interval_ns
 from ..model.facts import sampling_facts
 from ..model.tables import KINDS
-from ..model.aggregate import nominal_interval_ns
 
 PREPROCESSED_PROFILE_VERSION = 50
 GECKO_PROFILE_VERSION = 30  # the Gecko format that processed version 50 was produced from
@@ -80,7 +80,7 @@ class _ThreadTables:
         ft_func: list[int] = []
         ft_category: list[int] = []
         ft_line: list[int | None] = []
-        fn: dict[str, list] = {k: [] for k in (
+        fn: dict[str, Any] = {k: [] for k in (
             "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
         lut, string = self.lut, self.string
         for s in (i for i in range(n_stacks) if used[i]):
@@ -144,7 +144,10 @@ def _marker_detail(data: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in data.items())
 
 
-def _markers_table(tables: _ThreadTables, markers: list[tuple[str, float, float | None, dict]]) -> dict:
+_MarkerRow = tuple[str, float, "float | None", dict[str, Any]]  # name, start ms, end ms, data
+
+
+def _markers_table(tables: _ThreadTables, markers: list[_MarkerRow]) -> dict[str, Any]:
     out: dict[str, Any] = {"data": [], "name": [], "startTime": [], "endTime": [], "phase": [], "category": []}
     for name, start, end, data in sorted(markers, key=lambda m: m[1]):
         out["name"].append(tables.string(name))
@@ -170,7 +173,7 @@ def build(profile: Profile) -> dict[str, Any]:
     threads.sort(key=lambda t: t is not main)
 
     end_ns = max([max(t.time_ns) for t in threads if len(t)] + [origin])
-    markers_by_tid: dict[int, list] = {t.tid: [] for t in threads}
+    markers_by_tid: dict[int, list[_MarkerRow]] = {t.tid: [] for t in threads}
     for m in profile.markers:
         end = _ms(m.end_ns - origin) if m.end_ns is not None else None
         data = {"type": MARKER_TYPE, "detail": _marker_detail(m.data)}

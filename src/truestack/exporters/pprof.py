@@ -22,8 +22,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..model import Profile
-from ..model.facts import sampling_facts
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate, nominal_interval_ns
+from ..model.facts import sampling_facts
 
 PACKAGE = "perftools.profiles"
 _MAX_MARKER_COMMENTS = 1000
@@ -117,16 +117,12 @@ def message_classes() -> dict[str, Any]:
             if type_name:
                 field.type_name = f".{PACKAGE}.{type_name}"
     pool = descriptor_pool.DescriptorPool()  # private pool: never clashes with another profile.proto
-    file_desc = pool.Add(fdp) if hasattr(pool, "Add") else None
-    if file_desc is None or not hasattr(file_desc, "message_types_by_name"):
-        file_desc = pool.FindFileByName(fdp.name)
+    pool.Add(fdp)
+    file_desc = pool.FindFileByName(fdp.name)
     out = {}
     for name in _SCHEMA:
         desc = file_desc.message_types_by_name[name]
-        if hasattr(message_factory, "GetMessageClass"):
-            out[name] = message_factory.GetMessageClass(desc)
-        else:  # protobuf < 4.21
-            out[name] = message_factory.MessageFactory(pool).GetPrototype(desc)
+        out[name] = message_factory.GetMessageClass(desc)
     return out
 
 
@@ -192,10 +188,10 @@ def build(profile: Profile) -> Any:
         loc = out.location.add(id=f + 1)
         loc.line.add(function_id=row.func + 1, line=max(row.line, 0))
     for func in sorted(used_funcs):
-        row = profile.funcs[func]
-        name = strings(profile.strings[row.name])
+        func_row = profile.funcs[func]
+        name = strings(profile.strings[func_row.name])
         out.function.add(id=func + 1, name=name, system_name=name,
-                         filename=strings(profile.strings[row.file]), start_line=max(row.first_line, 0))
+                         filename=strings(profile.strings[func_row.file]), start_line=max(func_row.first_line, 0))
     if empty_location:
         func_id = len(profile.funcs) + 1
         name = strings(EMPTY_STACK_LABEL)

@@ -15,7 +15,9 @@ are left out.
 """
 from __future__ import annotations
 
+import itertools
 import marshal
+from typing import TypeVar
 
 from ..model import Profile
 from ..model.aggregate import aggregate, nominal_interval_ns
@@ -29,7 +31,12 @@ def _func_key(profile: Profile, func: int) -> tuple[str, int, str]:
     return (path, row.first_line, profile.strings[row.name])
 
 
-def _count(table: dict, keys: list, n: int, w: int) -> None:
+_K = TypeVar("_K", int, tuple[int, int])  # a function, or a (caller, callee) edge
+_Key = tuple[str, int, str]  # (file, first line, name), as cProfile keys functions
+_Stats = dict[_Key, tuple[int, int, float, float, dict[_Key, tuple[int, int, float, float]]]]
+
+
+def _count(table: dict[_K, list[int]], keys: list[_K], n: int, w: int) -> None:
     """Book one stack's n samples (weight w) to its functions or caller edges.
 
     Entries are [primitive calls, calls, own time, cumulative time]: calls
@@ -49,7 +56,7 @@ def _count(table: dict, keys: list, n: int, w: int) -> None:
         table[keys[-1]][2] += w
 
 
-def build_stats(profile: Profile) -> dict:
+def build_stats(profile: Profile) -> _Stats:
     totals = aggregate(profile).stack_totals
     if not any(w for _, w in totals.values()):
         # No weights recorded: charge each sample one nominal interval (1 ms if unknown).
@@ -64,9 +71,9 @@ def build_stats(profile: Profile) -> dict:
             continue
         chain = [frames_func[f] for f in profile.stack_frames(stack)]
         _count(funcs, chain, n, w)
-        _count(edges, list(zip(chain, chain[1:])), n, w)
+        _count(edges, list(itertools.pairwise(chain)), n, w)
     keys = {f: _func_key(profile, f) for f in funcs}
-    callers: dict[int, dict] = {f: {} for f in funcs}
+    callers: dict[int, dict[_Key, tuple[int, int, float, float]]] = {f: {} for f in funcs}
     for (caller, callee), (cc, nc, tt, ct) in edges.items():
         callers[callee][keys[caller]] = (nc, cc, tt / 1e9, ct / 1e9)
     return {keys[f]: (cc, nc, tt / 1e9, ct / 1e9, callers[f]) for f, (cc, nc, tt, ct) in funcs.items()}

@@ -10,18 +10,19 @@ profile recorded without weights falls back to weighted sample counts.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..model import Profile
-from ..model.facts import facts_line
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate
+from ..model.facts import facts_line
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 
 
-def _frame_entry(profile: Profile, frame: int) -> dict:
+def _frame_entry(profile: Profile, frame: int) -> dict[str, Any]:
     row = profile.frames[frame]
     func = profile.funcs[row.func]
-    entry: dict = {"name": profile.strings[func.name] or "<unknown>"}
+    entry: dict[str, Any] = {"name": profile.strings[func.name] or "<unknown>"}
     path = profile.strings[func.file]
     if path:
         entry["file"] = path
@@ -43,7 +44,7 @@ def _per_thread_totals(profile: Profile, tid: int) -> tuple[list[int], list[int]
 
 def export(profile: Profile) -> bytes:
     shared_index: dict[int, int] = {}  # profile frame -> speedscope frame
-    frames: list[dict] = []
+    frames: list[dict[str, Any]] = []
     empty_frame: int | None = None
     stack_json: dict[int, str] = {}  # profile stack -> JSON text of its frame list
 

@@ -10,5 +10,15 @@ Metadata keys every producer fills in (exporters may rely on them):
 from .profile import STATES, Marker, Profile, SampleRow, ThreadSamples
 from .storage import FORMAT_VERSION, ProfileFormatError, is_profile_file, load, save
 
-__all__ = ["Profile", "ThreadSamples", "Marker", "SampleRow", "STATES", "load", "save",
-           "is_profile_file", "ProfileFormatError", "FORMAT_VERSION"]
+__all__ = [
+           "FORMAT_VERSION",
+           "STATES",
+           "Marker",
+           "Profile",
+           "ProfileFormatError",
+           "SampleRow",
+           "ThreadSamples",
+           "is_profile_file",
+           "load",
+           "save",
+]

@@ -43,7 +43,7 @@ def weighted_stack_counts(profile: Profile, threads: Iterable[int] | None = None
                 counts[stack] = get(stack, 0) + 1
             continue
         inv = 1.0 / interval
-        for stack, weight in zip(thread.stack, thread.weight_ns):
+        for stack, weight in zip(thread.stack, thread.weight_ns, strict=True):
             counts[stack] = get(stack, 0) + (int(weight * inv + 0.5) or 1)
     return counts
 
@@ -53,7 +53,7 @@ def stack_totals(profile: Profile, threads: Iterable[int] | None = None) -> dict
     totals: dict[int, list[int]] = {}
     chosen = profile.threads.values() if threads is None else [profile.threads[t] for t in threads]
     for thread in chosen:
-        for stack, weight in zip(thread.stack, thread.weight_ns):
+        for stack, weight in zip(thread.stack, thread.weight_ns, strict=True):
             entry = totals.get(stack)
             if entry is None:
                 totals[stack] = [1, weight]

@@ -91,7 +91,8 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         lines.append("  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker "
                      "checks and GIL switches")
     requested = stats.requested_rate_hz if stats and stats.requested_rate_hz else meta.rate_hz
-    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(stats.achieved_rate_hz if stats else None)}"
+    achieved = stats.achieved_rate_hz if stats else None
+    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(achieved)}"
                  + (f" ({stats.timer})" if stats and stats.timer else ""))
     partial = partial_counts(profile)
     partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))

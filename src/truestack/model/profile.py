@@ -26,11 +26,11 @@ class ThreadSamples:
 
     tid: int
     name: str
-    time_ns: array = field(default_factory=lambda: array("q"))
-    stack: array = field(default_factory=lambda: array("i"))  # -1: empty stack
-    weight_ns: array = field(default_factory=lambda: array("Q"))
-    cpu_delta_ns: array = field(default_factory=lambda: array("Q"))
-    state: array = field(default_factory=lambda: array("b"))  # index into STATES
+    time_ns: array[int] = field(default_factory=lambda: array("q"))
+    stack: array[int] = field(default_factory=lambda: array("i"))  # -1: empty stack
+    weight_ns: array[int] = field(default_factory=lambda: array("Q"))
+    cpu_delta_ns: array[int] = field(default_factory=lambda: array("Q"))
+    state: array[int] = field(default_factory=lambda: array("b"))  # index into STATES
 
     def __len__(self) -> int:
         return len(self.stack)
@@ -61,8 +61,8 @@ class Profile:
 
     def __init__(self, meta: ProfileMeta | Mapping[str, Any] | None = None) -> None:
         self.strings = StringTable()
-        self.funcs = InternTable()  # rows: Func
-        self.frames = InternTable()  # rows: FrameRow
+        self.funcs: InternTable[Func] = InternTable()
+        self.frames: InternTable[FrameRow] = InternTable()
         self.stacks = StackTable()
         self.threads: dict[int, ThreadSamples] = {}
         self.markers: list[Marker] = []
@@ -168,7 +168,7 @@ class Profile:
         """Frame indices of a stack, root first (empty for -1)."""
         return self.stacks.frames_of(stack)
 
-    def merged_lines(self) -> "Profile":
+    def merged_lines(self) -> Profile:
         """A copy in which frames of one function are merged (line set to 0)."""
         out = Profile(self.meta.copy())
         out.meta.function_level = True
@@ -192,7 +192,7 @@ class Profile:
         out.markers = list(self.markers)
         return out
 
-    def without_idle(self) -> "Profile":
+    def without_idle(self) -> Profile:
         """Drop samples taken while their thread was idle (wall mode)."""
         idle = _STATE_INDEX["idle"]
         out = self._shallow_copy()
@@ -204,7 +204,7 @@ class Profile:
                                thread.cpu_delta_ns[i], STATES[thread.state[i]])
         return out
 
-    def _shallow_copy(self) -> "Profile":
+    def _shallow_copy(self) -> Profile:
         """New profile sharing the tables (read-only use) but with no samples."""
         out = Profile(self.meta.copy())
         out.strings, out.funcs, out.frames, out.stacks = self.strings, self.funcs, self.frames, self.stacks

@@ -24,10 +24,10 @@ import zlib
 from array import array
 from typing import Any, BinaryIO
 
-from .meta import ProfileMeta
-from ..samples import FRAME_KINDS
-from .profile import STATES, Marker, Profile, ThreadSamples
 from ..atomic_file import write_atomic
+from ..samples import FRAME_KINDS
+from .meta import ProfileMeta
+from .profile import STATES, Marker, Profile, ThreadSamples
 from .tables import FrameRow, Func
 
 MAGIC = b"TSPROF\r\n"
@@ -39,8 +39,9 @@ class ProfileFormatError(ValueError):
     """The file is not a readable truestack profile; the message says why."""
 
 
-def _columns(profile: Profile) -> list[tuple[str, array]]:
-    cols: list[tuple[str, array]] = [("stack_prefix", profile.stacks.prefix), ("stack_frame", profile.stacks.frame)]
+def _columns(profile: Profile) -> list[tuple[str, array[Any]]]:
+    cols: list[tuple[str, array[Any]]] = [("stack_prefix", profile.stacks.prefix),
+                                          ("stack_frame", profile.stacks.frame)]
     for tid, thread in profile.threads.items():
         for name in ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state"):
             cols.append((f"{tid}.{name}", getattr(thread, name)))
@@ -71,12 +72,12 @@ def dumps(profile: Profile) -> bytes:
     return b"".join(parts)
 
 
-def save(profile: Profile, path: str | os.PathLike) -> None:
+def save(profile: Profile, path: str | os.PathLike[str]) -> None:
     """Write atomically: a crash or full disk never leaves a half-written file under `path`."""
     write_atomic(path, dumps(profile))
 
 
-def is_profile_file(path: str | os.PathLike) -> bool:
+def is_profile_file(path: str | os.PathLike[str]) -> bool:
     try:
         with open(path, "rb") as fh:
             return fh.read(len(MAGIC)) == MAGIC
@@ -84,7 +85,7 @@ def is_profile_file(path: str | os.PathLike) -> bool:
         return False
 
 
-def load(path: str | os.PathLike) -> Profile:
+def load(path: str | os.PathLike[str]) -> Profile:
     with open(path, "rb") as fh:
         return read(fh, str(path))
 
@@ -116,7 +117,7 @@ def _decode(body: bytes) -> Profile:
     (header_len,) = struct.unpack_from("<I", body, 0)
     header: dict[str, Any] = json.loads(body[4: 4 + header_len])
     offset = 4 + header_len
-    columns: dict[str, array] = {}
+    columns: dict[str, array[Any]] = {}
     for name, typecode, count in header["columns"]:
         col = array(typecode)
         size = col.itemsize * count
@@ -134,7 +135,7 @@ def _decode(body: bytes) -> Profile:
         profile.funcs.intern(Func(*row))
     for row in header["frames"]:
         profile.frames.intern(FrameRow(*row))
-    for prefix, frame in zip(columns["stack_prefix"], columns["stack_frame"]):
+    for prefix, frame in zip(columns["stack_prefix"], columns["stack_frame"], strict=True):
         profile.stacks.intern(prefix, frame)
     for entry in header["threads"]:
         tid = entry["tid"]
@@ -169,7 +170,7 @@ def _check_references(profile: Profile) -> None:
     for row in profile.frames:
         if not (_is_index(row.func, nfuncs) and _is_int(row.line) and _is_index(row.kind, len(FRAME_KINDS))):
             raise ValueError("frame refers outside the function table or has an unknown kind")
-    for i, (prefix, frame) in enumerate(zip(profile.stacks.prefix, profile.stacks.frame)):
+    for i, (prefix, frame) in enumerate(zip(profile.stacks.prefix, profile.stacks.frame, strict=True)):
         if not (-1 <= prefix < i and 0 <= frame < nframes):
             raise ValueError("stack table is not a prefix tree over the frame table")
     for m in profile.markers:
@@ -185,7 +186,7 @@ def _check_references(profile: Profile) -> None:
         for name, col in columns.items():
             if col.typecode not in _COLUMN_TYPES[name]:
                 raise ValueError(f"thread {thread.tid}: column {name} has type {col.typecode!r}")
-        if len(thread.stack) and not (-1 <= min(thread.stack) and max(thread.stack) < nstacks):
+        if len(thread.stack) and not (min(thread.stack) >= -1 and max(thread.stack) < nstacks):
             raise ValueError(f"thread {thread.tid}: sample refers outside the stack table")
-        if len(thread.state) and not (0 <= min(thread.state) and max(thread.state) < len(STATES)):
+        if len(thread.state) and not (min(thread.state) >= 0 and max(thread.state) < len(STATES)):
             raise ValueError(f"thread {thread.tid}: unknown sample state")

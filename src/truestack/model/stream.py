@@ -77,9 +77,10 @@ class ProfileStreamWriter:
         frames = [list(row) for row in p.frames.rows[self._sent_frames:]]
         n_stacks = len(p.stacks)
         stacks = [list(pair) for pair in zip(p.stacks.prefix[self._sent_stacks:n_stacks],
-                                             p.stacks.frame[self._sent_stacks:n_stacks])]
+                                             p.stacks.frame[self._sent_stacks:n_stacks], strict=True)]
         markers = [vars(m) for m in p.markers[self._sent_markers:]]
-        threads, columns = [], []
+        threads: list[dict[str, Any]] = []
+        columns: list[bytes] = []
         for tid, thread in list(p.threads.items()):
             start, stop = self._sent_samples.get(tid, 0), len(thread)
             if stop > start or tid not in self._sent_samples:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from array import array
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import Generic, NamedTuple, TypeVar
 
 from ..samples import FRAME_KINDS
 
@@ -42,27 +43,30 @@ class FrameRow(NamedTuple):
     kind: int  # index into KINDS
 
 
-class InternTable:
+RowT = TypeVar("RowT", Func, FrameRow)
+
+
+class InternTable(Generic[RowT]):
     """Rows stored once (functions or frames), referred to by index."""
 
     def __init__(self) -> None:
-        self.rows: list = []
-        self._index: dict = {}
+        self.rows: list[RowT] = []
+        self._index: dict[RowT, int] = {}
 
-    def intern(self, row) -> int:  # noqa: ANN001 - any hashable row
+    def intern(self, row: RowT) -> int:
         idx = self._index.get(row)
         if idx is None:
             idx = self._index[row] = len(self.rows)
             self.rows.append(row)
         return idx
 
-    def __getitem__(self, idx: int):  # noqa: ANN204
+    def __getitem__(self, idx: int) -> RowT:
         return self.rows[idx]
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self) -> Iterator[RowT]:
         return iter(self.rows)
 
 
@@ -74,8 +78,8 @@ class StackTable:
     """
 
     def __init__(self) -> None:
-        self.prefix = array("i")
-        self.frame = array("i")
+        self.prefix: array[int] = array("i")
+        self.frame: array[int] = array("i")
         self._index: dict[tuple[int, int], int] = {}
 
     def intern(self, prefix: int, frame: int) -> int:

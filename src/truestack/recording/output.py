@@ -7,6 +7,7 @@ samples, merged lines), and export-and-write with a rescue copy.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -76,10 +77,8 @@ def save_fallback(profile: Profile) -> str | None:
         with os.fdopen(fd, "wb") as fh:
             fh.write(dumps(profile))
     except Exception:  # nothing more we can do; the caller reports it
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
         return None
     return path
 

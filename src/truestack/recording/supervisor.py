@@ -68,7 +68,7 @@ def run_recording(plan: Plan) -> int:
         child = subprocess.Popen(_launch_command(), env=env, pass_fds=(write_fd,), close_fds=True)
     finally:
         os.close(write_fd)
-    watched = [s for s in _FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
+    watched = [int(s) for s in _FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     supervisor = _Supervisor(plan, child, read_fd, watched)
     try:
@@ -202,10 +202,8 @@ def _die_like(signo: int) -> None:
 def write_outputs(plan: Plan, profile: Profile) -> str | None:
     """Write the output the plan names and print the summary; returns the write error, if any."""
     view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
-    if plan.fmt == "truestack":
-        shown = output_view(profile, "summary", plan.function_level, plan.include_idle)
-    else:
-        shown = view
+    # A .tsp keeps idle samples; the summary shows what other formats would.
+    shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if plan.fmt == "truestack" else view
     error = export_and_write(view, plan.fmt, plan.output)
     if plan.quiet:
         return error

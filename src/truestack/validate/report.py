@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .result import ERROR_KINDS, ValidationResult
 
@@ -60,10 +61,10 @@ def render_text(result: ValidationResult) -> str:
         lines.append("")
         lines.append("  mismatches by kind:")
         examples = {(e["layer"], e["kind"]): e for e in result.examples}
-        for layer, kind, n in mismatches:
+        for layer_name, kind, n in mismatches:
             tag = "error" if kind in ERROR_KINDS else "noted"
-            lines.append(f"    {layer} {kind}: {n} ({tag})")
-            ex = examples.get((layer, kind))
+            lines.append(f"    {layer_name} {kind}: {n} ({tag})")
+            ex = examples.get((layer_name, kind))
             if ex:
                 lines.extend(_example_lines(ex))
     lines.append("")
@@ -75,7 +76,7 @@ def render_text(result: ValidationResult) -> str:
     return "\n".join(lines)
 
 
-def _example_lines(ex: dict) -> list[str]:
+def _example_lines(ex: dict[str, Any]) -> list[str]:
     expected = "frame chain" if ex["layer"] in ("sync", "shadow") else "shadow stack"
     got = "shadow stack" if ex["layer"] == "shadow" else "walker"
     out = [f"      example (thread {ex['thread_id']}{', injected fault' if ex.get('fault_injected') else ''}),"

@@ -51,7 +51,7 @@ class ValidationResult:
     duration_s: float = 0.0
 
     @classmethod
-    def from_native(cls, raw: dict[str, Any], examples: list[dict[str, Any]], **kw: Any) -> "ValidationResult":
+    def from_native(cls, raw: dict[str, Any], examples: list[dict[str, Any]], **kw: Any) -> ValidationResult:
         layers = {
             name: LayerResult(name, int(raw[name]["checked"]), {k: int(v) for k, v in raw[name]["kinds"].items()})
             for name in ("sync", "async", "shadow")
