@@ -42,7 +42,6 @@ from .run import Plan
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
-_DRAIN_AFTER_EXIT_S = 1.0  # a forked grandchild may hold the pipe open: stop reading after this
 _STOP_GRACE_S = 1.0  # SIGINT/SIGTERM: the profile is written within this, finished or not
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -97,16 +96,19 @@ class _Supervisor:
         self.written = False
         self.write_error: str | None = None
         self.stop_asked_at: float | None = None  # first SIGINT/SIGTERM
+        # Readable when the child exits: the loop wakes for that as for data.
+        self.exit_fd = os.pidfd_open(child.pid)
 
     def run(self) -> int:
+        try:
+            return self._loop()
+        finally:
+            os.close(self.exit_fd)
+
+    def _loop(self) -> int:
         eof = False
-        exited_at: float | None = None
-        status = 0
         while True:
-            if eof:
-                time.sleep(_POLL_S)
-            else:
-                eof = self._read()
+            eof = self._wait(eof)
             self._take_signals()
             if self.reader.ended and not self.written:
                 self._write()
@@ -115,22 +117,32 @@ class _Supervisor:
                 note_interrupted(self.reader.profile, f"the program did not stop within {_STOP_GRACE_S:g} s of "
                                  "SIGINT/SIGTERM; the profile covers the run up to then")
                 self._write()
-            if exited_at is None:
-                code = self.child.poll()
-                if code is not None:
-                    status, exited_at = code, time.monotonic()
-            if exited_at is not None and (eof or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
+            status = self.child.poll()
+            if status is not None:
+                if not eof:
+                    self._read_available()
                 break
         if not self.written and self.reader.records:
             _note_how_it_ended(self.reader.profile, status, self.damaged is not None or self.reader.pending_bytes > 0)
             self._write()
         return status
 
-    def _read(self) -> bool:
-        """Read what arrived within one poll interval; True at end of stream."""
-        ready, _, _ = select.select([self.read_fd], [], [], _POLL_S)
-        if not ready:
-            return False
+    def _wait(self, eof: bool) -> bool:
+        """Wait up to one poll interval for data or the child's exit; read what came. True at end of stream."""
+        fds = [self.exit_fd] if eof else [self.read_fd, self.exit_fd]
+        ready, _, _ = select.select(fds, [], [], _POLL_S)
+        if not eof and self.read_fd in ready:
+            return self._read_once()
+        return eof
+
+    def _read_available(self) -> None:
+        """The child exited: take what it wrote, without waiting for an end of stream that a forked
+        grandchild holding the pipe could delay."""
+        while select.select([self.read_fd], [], [], 0)[0]:
+            if self._read_once():
+                return
+
+    def _read_once(self) -> bool:
         data = os.read(self.read_fd, 1 << 20)
         if not data:
             return True
