@@ -1,10 +1,17 @@
-"""Builds the optional native sampler extension.
+"""Builds the two optional C extensions.
 
-The extension is optional on purpose: if it cannot be compiled (no compiler,
-no internal headers), the package still installs and truestack falls back to
-the pure-Python safepoint engine, saying so in every profile.
+- `truestack._native`: the sampler (signal handler, walker, ring, timers).
+- `truestack._oracle`: the validation oracle that checks the sampler's walker
+  (`truestack validate`); it borrows the walker from `_native` at import.
+
+Both are optional on purpose: if they cannot be compiled (no compiler, no
+internal headers), the package still installs and truestack falls back to the
+pure-Python safepoint engine, saying so in every profile.
+
+`TRUESTACK_TEST_BUILD=1` (the test matrix sets it) compiles the test hooks
+(walker fault injection) into the oracle and turns every warning into an
+error; a user's build has neither.
 """
-import glob
 import os
 import sys
 import sysconfig
@@ -12,18 +19,23 @@ import sysconfig
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+CSRC = "src/truestack/_csrc"
+NATIVE_SOURCES = ["module.c", "sampler.c", "walker.c", "layout.c", "ring.c", "staging.c", "safeload.c"]
+ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
+                  "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
+
 
 class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - any build failure means "fallback"
+        except Exception as exc:  # any build failure means "fallback"
             self._warn(exc)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if os.environ.get("TRUESTACK_REQUIRE_NATIVE"):
                 raise
             self._warn(exc)
@@ -36,14 +48,23 @@ class OptionalBuildExt(build_ext):
         )
 
 
-include_dir = sysconfig.get_paths()["include"]
-native = Extension(
-    "truestack._native",
-    sources=sorted(glob.glob("src/truestack/_csrc/*.c")),
-    include_dirs=[include_dir, os.path.join(include_dir, "internal"), "src/truestack/_csrc"],
-    define_macros=[("Py_BUILD_CORE_MODULE", "1")],
-    extra_compile_args=["-O2", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"],
-    libraries=["rt"],
-)
+def extension(name: str, sources: list[str]) -> Extension:
+    include_dir = sysconfig.get_paths()["include"]
+    test_build = os.environ.get("TRUESTACK_TEST_BUILD") == "1"
+    flags = ["-O2", "-std=gnu11", "-fno-strict-aliasing", "-fvisibility=hidden", "-Wall"]
+    if test_build:
+        flags += ["-Wextra", "-Werror"]
+    return Extension(
+        name,
+        sources=[f"{CSRC}/{s}" for s in sources],
+        include_dirs=[include_dir, os.path.join(include_dir, "internal"), CSRC],
+        define_macros=[("Py_BUILD_CORE_MODULE", "1")] + ([("TS_TEST_HOOKS", "1")] if test_build else []),
+        extra_compile_args=flags,
+        libraries=["rt"],
+    )
 
-setup(ext_modules=[native] if native.sources else [], cmdclass={"build_ext": OptionalBuildExt})
+
+setup(
+    ext_modules=[extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES)],
+    cmdclass={"build_ext": OptionalBuildExt},
+)

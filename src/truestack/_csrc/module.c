@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "core_api.h"
 #include "ring.h"
 #include "safeload.h"
 #include "sampler.h"
@@ -18,7 +19,7 @@
 const char *const ts_partial_names[TS_NREASONS] = {
     NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep", "torn",
 };
-static const char *const kind_names[] = {"python", "native", "shim", "?"};
+const char *const ts_kind_names[TS_NKINDS] = {"python", "native", "shim", "truncated"};
 static const char *const state_names[] = {"unknown", "running", "idle"};
 
 static PyObject *errno_error(int neg) {
@@ -27,6 +28,7 @@ static PyObject *errno_error(int neg) {
 }
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
     static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", NULL};
     const char *mode, *timer = "auto";
     long long interval;
@@ -37,7 +39,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     int m = strcmp(mode, "cpu") == 0 ? TS_MODE_CPU : strcmp(mode, "wall") == 0 ? TS_MODE_WALL : -1;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "unknown mode %s", mode);
     if (interval < 10000) return PyErr_Format(PyExc_ValueError, "interval below 10 us");
-    if (depth < 1 || depth > 4096) return PyErr_Format(PyExc_ValueError, "max_depth must be 1..4096");
+    if (depth < 1 || depth > TS_MAX_DEPTH) return PyErr_Format(PyExc_ValueError, "max_depth must be 1..%d", TS_MAX_DEPTH);
     if (slots < 1024 || slots > (1ULL << 24)) return PyErr_Format(PyExc_ValueError, "ring_slots out of range");
     int pref = strcmp(timer, "perf") == 0 ? TS_TIMER_PERF : strcmp(timer, "timer_create") == 0 ? TS_TIMER_POSIX : 0;
     if (ts_codehook_install() < 0) return NULL;
@@ -49,6 +51,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *py_stop(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     ts_sampler_stop();
     Py_RETURN_NONE;
 }
@@ -67,20 +70,57 @@ static PyObject *build_frames(ts_staging *st, ts_ssample *s) {
     return t;
 }
 
+/* drain() returns RawSample struct sequences: fields by name for Python,
+ * no per-sample dict. */
+static PyTypeObject *raw_sample_type;
+static PyStructSequence_Field raw_sample_fields[] = {
+    {"tid", "native thread id"},
+    {"time_ns", "CLOCK_MONOTONIC time of the sample"},
+    {"weight_ns", "CPU ns (cpu mode) or wall ns (wall mode) the sample stands for"},
+    {"cpu_delta_ns", "CPU ns the thread used since its previous sample"},
+    {"state", "'unknown', 'running' or 'idle'"},
+    {"depth", "true stack depth (may exceed the frames kept)"},
+    {"partial", "reason the walk was incomplete or suspect, or None"},
+    {"frames", "flat leaf-first (obj, n, ...): code object and byte offset, or (qualname, file, firstlineno) and line"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc raw_sample_desc = {"truestack._native.RawSample", "One raw sample as drained.",
+                                                raw_sample_fields, 8};
+
+static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
+    PyObject *item = PyStructSequence_New(raw_sample_type);
+    if (!item) return NULL;
+    PyObject *values[8] = {
+        PyLong_FromLong(s->tid),
+        PyLong_FromLongLong((long long)s->time_ns),
+        PyLong_FromUnsignedLongLong((unsigned long long)s->weight_ns),
+        PyLong_FromUnsignedLongLong((unsigned long long)s->cpu_delta_ns),
+        PyUnicode_FromString(state_names[s->state % 3]),
+        PyLong_FromUnsignedLong(s->depth),
+        s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None),
+        Py_NewRef(frames),
+    };
+    for (int i = 0; i < 8; i++) {
+        if (!values[i]) {
+            for (int j = 0; j < 8; j++) Py_XDECREF(values[j]);
+            Py_DECREF(item);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 8; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
+    return item;
+}
+
 static PyObject *py_drain(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     ts_fold(NULL, 0);
     ts_staging st = ts_staging_take();
     PyObject *out = PyList_New(0);
     for (size_t i = 0; out && i < st.n; i++) {
         ts_ssample *s = &st.samples[i];
         PyObject *frames = build_frames(&st, s);
-        PyObject *partial = s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None);
-        PyObject *item = frames && partial
-            ? Py_BuildValue("(iLLLsIOO)", s->tid, (long long)s->time_ns, (long long)s->weight_ns,
-                            (long long)s->cpu_delta_ns, state_names[s->state % 3], s->depth, partial, frames)
-            : NULL;
+        PyObject *item = frames ? raw_sample(s, frames) : NULL;
         Py_XDECREF(frames);
-        Py_XDECREF(partial);
         if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
         Py_XDECREF(item);
     }
@@ -102,15 +142,17 @@ static long tstate_tid(PyThreadState *t) {
 }
 
 static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
+    (void)self;
     /* One GIL-held pass, so a thread registering itself meanwhile can't be
      * mistaken for a dead one. */
     if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    int live[4096], nlive = 0;
+    static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS];  /* GIL held: one caller at a time */
+    int nlive = 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t; t = PyThreadState_Next(t)) {
         long tid = tstate_tid(t);
-        if (tid <= 0 || nlive >= 4096) continue;
+        if (tid <= 0 || nlive >= TS_MAX_THREADS) continue;
         PyObject *ident = PyLong_FromUnsignedLong(t->thread_id);
         if (!ident) { Py_DECREF(out); return NULL; }
         int skip = PySet_Contains(exclude, ident);
@@ -123,8 +165,7 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
         }
         Py_DECREF(ident);
     }
-    int reg[4096];
-    int n = ts_thread_tids(reg, 4096);
+    int n = ts_thread_tids(reg, TS_MAX_THREADS);
     for (int i = 0; i < n; i++) {
         int found = 0;
         for (int j = 0; j < nlive && !found; j++) found = reg[i] == live[j];
@@ -134,6 +175,7 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
 }
 
 static PyObject *py_register_current(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     int tid = (int)syscall(SYS_gettid);
     int rc = ts_register_thread(tid);
     if (rc < 0 && rc != -ESRCH) return errno_error(rc);
@@ -150,7 +192,7 @@ static PyObject *walk_list(int max_depth, ts_walk_result *r) {
     PyObject *out = PyList_New(r->nframes);
     for (int i = 0; out && i < r->nframes; i++) {
         PyObject *item = Py_BuildValue("(Ois)", (PyObject *)buf[i].code, TS_UNPACK_OFF(buf[i].off_kind),
-                                       kind_names[TS_UNPACK_KIND(buf[i].off_kind)]);
+                                       ts_kind_names[TS_UNPACK_KIND(buf[i].off_kind)]);
         if (!item) Py_CLEAR(out);
         else PyList_SET_ITEM(out, i, item);
     }
@@ -159,6 +201,7 @@ static PyObject *walk_list(int max_depth, ts_walk_result *r) {
 }
 
 static PyObject *py_walk_current(PyObject *self, PyObject *arg) {
+    (void)self;
     ts_walk_result r;
     int max_depth = (int)PyLong_AsLong(arg);
     if (max_depth == -1 && PyErr_Occurred()) return NULL;
@@ -166,6 +209,7 @@ static PyObject *py_walk_current(PyObject *self, PyObject *arg) {
 }
 
 static PyObject *py_walk_current_info(PyObject *self, PyObject *arg) {
+    (void)self;
     ts_walk_result r;
     int max_depth = (int)PyLong_AsLong(arg);
     if (max_depth == -1 && PyErr_Occurred()) return NULL;
@@ -175,6 +219,7 @@ static PyObject *py_walk_current_info(PyObject *self, PyObject *arg) {
 }
 
 static PyObject *py_code_line(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *code;
     int off;
     if (!PyArg_ParseTuple(args, "O!i", &PyCode_Type, &code, &off)) return NULL;
@@ -183,6 +228,7 @@ static PyObject *py_code_line(PyObject *self, PyObject *args) {
 
 #define C(name) (unsigned long long)atomic_load(&ts_C.name)
 static PyObject *py_stats(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     PyObject *partial = PyDict_New();
     if (!partial) return NULL;
     for (int i = 1; i < TS_NREASONS; i++) {
@@ -206,10 +252,12 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     return PyLong_FromUnsignedLongLong(ts_codes_resolved_at_death);
 }
 
 static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
     /* Called from os.register_at_fork: drop the parent's folded samples
      * (the parent reports them; reporting them here would count them twice). */
     ts_staging_forget_after_fork();
@@ -239,24 +287,53 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "truestack._native",
-                                    "Asynchronous CPython stack sampler (signal-handler frame walker).", -1, methods};
+                                    "Asynchronous CPython stack sampler (signal-handler frame walker).", -1, methods,
+                                    NULL, NULL, NULL, NULL};
 
 static void at_exit(void) { ts_sampler_stop(); }
 
-/* The validation oracle (validate_*.c, another component) adds its entry
- * points when it is compiled in; weak so the module builds without it. */
-extern int ts_validate_add_methods(PyObject *module) __attribute__((weak));
+/* What the oracle (truestack._oracle) borrows: the very walker that samples
+ * and its fault handler (core_api.h). */
+TS_SIGNAL_SAFE static uint64_t core_load_sized(uintptr_t addr, int size, int *fault) {
+    return ts_load_sized(addr, size, fault);
+}
+
+static const ts_core_api core_api = {
+    TS_CORE_API_VERSION, ts_current_tstate, ts_walk, ts_safeload_install, core_load_sized, ts_partial_names,
+};
+
+static int add_string_tuple(PyObject *m, const char *name, const char *const *items, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(items[i]);
+        if (!s) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, s);
+    }
+    if (!t || PyModule_AddObject(m, name, t) < 0) {
+        Py_XDECREF(t);
+        return -1;
+    }
+    return 0;
+}
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (ts_layout_init() < 0 || ts_tstate_key_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    PyObject *reasons = PyTuple_New(TS_NREASONS - 1);
-    for (int i = 1; reasons && i < TS_NREASONS; i++)
-        PyTuple_SET_ITEM(reasons, i - 1, PyUnicode_FromString(ts_partial_names[i]));
-    if (!reasons || PyModule_AddObject(m, "PARTIAL_REASONS", reasons) < 0) { Py_XDECREF(reasons); Py_DECREF(m); return NULL; }
-    PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1);
-    if (ts_validate_add_methods && ts_validate_add_methods(m) < 0) { Py_DECREF(m); return NULL; }
+    if (!raw_sample_type) raw_sample_type = PyStructSequence_NewType(&raw_sample_desc);
+    PyObject *capsule = PyCapsule_New((void *)&core_api, TS_CORE_API_CAPSULE, NULL);
+    int bad = !capsule || PyModule_AddObjectRef(m, "_core_api", capsule) < 0;
+    Py_XDECREF(capsule);
+    if (bad || !raw_sample_type ||
+        PyModule_AddObjectRef(m, "RawSample", (PyObject *)raw_sample_type) < 0 ||
+        add_string_tuple(m, "PARTIAL_REASONS", ts_partial_names + 1, TS_NREASONS - 1) < 0 ||
+        add_string_tuple(m, "FRAME_KINDS", ts_kind_names, TS_NKINDS) < 0 ||
+        PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_THREADS", TS_MAX_THREADS) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_AtExit(at_exit);  /* last resort: timers never outlive the interpreter */
     return m;
 }

@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TS_MAX_THREADS 4096
 #define TS_COOKIE ((void *)0x7472756573746b21ULL)  /* "truestk!" */
 
 typedef struct {

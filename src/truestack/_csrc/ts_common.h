@@ -1,4 +1,4 @@
-/* Shared declarations of the truestack._native extension. */
+/* Shared declarations of the truestack._native and truestack._oracle extensions. */
 #ifndef TS_COMMON_H
 #define TS_COMMON_H
 
@@ -36,8 +36,15 @@ enum {
 };
 extern const char *const ts_partial_names[TS_NREASONS];
 
-/* Kinds of recorded frames. */
-enum { TS_KIND_PYTHON = 0, TS_KIND_NATIVE = 1, TS_KIND_SHIM = 2 };
+/* Kinds of frames, in the order of Python's truestack.samples.FrameKind
+ * (exported as _native.FRAME_KINDS; a test compares the two). The walker
+ * records the first three; TRUNCATED is the resolver's synthetic root. */
+enum { TS_KIND_PYTHON = 0, TS_KIND_NATIVE = 1, TS_KIND_SHIM = 2, TS_KIND_TRUNCATED = 3, TS_NKINDS = 4 };
+extern const char *const ts_kind_names[TS_NKINDS];
+
+/* Limits, exported as _native.MAX_THREADS and _native.MAX_DEPTH. */
+#define TS_MAX_THREADS 4096  /* threads registered at once */
+#define TS_MAX_DEPTH 4096    /* frames kept per sample (max_depth) */
 
 /* Sample states (wall mode). */
 enum { TS_STATE_UNKNOWN = 0, TS_STATE_RUNNING = 1, TS_STATE_IDLE = 2 };

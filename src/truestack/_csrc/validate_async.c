@@ -5,7 +5,6 @@
  * stack right there. Only pointer comparisons happen in the handler; names
  * are resolved later, with the GIL, for the few example stacks kept. */
 #include "validate_state.h"
-#include "safeload.h"
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -59,7 +58,7 @@ TS_SIGNAL_SAFE static int entering_delegation(ts_vshadow *sh, int nw, int tdw, i
         if (sh->wcodes[i] != codes[i]) return 0;
     for (int i = ns; i < nw; i++) {
         int fault = 0;
-        uint64_t flags = ts_load_sized((uintptr_t)sh->wcodes[i] + offsetof(PyCodeObject, co_flags), 4, &fault);
+        uint64_t flags = ts_core->load_sized((uintptr_t)sh->wcodes[i] + offsetof(PyCodeObject, co_flags), 4, &fault);
         if (fault || !(flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) return 0;
     }
     return 1;
@@ -155,7 +154,7 @@ int ts_v_async_start(double rate_hz, unsigned long seed, int signo) {
     static int atfork_done;
     if (sender_started) return 0;
     if (!atfork_done && pthread_atfork(NULL, NULL, after_fork_child) == 0) atfork_done = 1;
-    if (ts_safeload_install() != 0) {
+    if (ts_core->safeload_install() != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
     }

@@ -1,67 +1,39 @@
-/* Python entry points of the validation oracle, added to truestack._native
- * by ts_validate_add_methods() from the module's init function. The
- * driver is truestack/validate/oracle.py. */
+/* truestack._oracle: the validation oracle's Python entry points. It is a
+ * separate extension from the sampler (truestack._native) and borrows the
+ * sampler's walker through the core API capsule (core_api.h), so it checks
+ * exactly the code that samples. The driver is truestack/validate/oracle.py. */
 #include "validate_state.h"
 #include <string.h>
 
-/* sys.monitoring PY_START(code, offset): push, and every Nth entry run the
- * synchronous check. */
-static PyObject *v_ev_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs < 1 || !atomic_load_explicit(&ts_v_on, memory_order_relaxed)) Py_RETURN_NONE;
-    ts_vshadow *sh = ts_v_tls;
-    int r = ts_v_push(args[0]);
-    if (r < 0) Py_RETURN_NONE;
-    if (!sh) sh = ts_v_tls;
-    if (sh && ts_v_sync_every > 0 && ++sh->starts % (unsigned long)ts_v_sync_every == 0) ts_v_sync_check(sh, NULL);
-    Py_RETURN_NONE;
-}
-
-/* PY_RESUME(code, offset): the generator's frame is back on the stack. */
-static PyObject *v_ev_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs >= 1 && atomic_load_explicit(&ts_v_on, memory_order_relaxed)) ts_v_push(args[0]);
-    Py_RETURN_NONE;
-}
-
-/* PY_THROW(code, offset, exc): back on the stack, possibly under
- * delegating frames linked without events. */
-static PyObject *v_ev_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs >= 1 && atomic_load_explicit(&ts_v_on, memory_order_relaxed)) ts_v_push_checked(args[0], NULL);
-    Py_RETURN_NONE;
-}
-
-/* PY_RETURN, PY_YIELD, PY_UNWIND (code, offset, value): the frame leaves. */
-static PyObject *v_ev_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs >= 1 && atomic_load_explicit(&ts_v_on, memory_order_relaxed)) ts_v_pop(args[0], NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *v_install_profile(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
-    if (ts_v_install_profile() < 0) return NULL;
-    Py_RETURN_NONE;
-}
+const ts_core_api *ts_core;
 
 static PyObject *v_configure(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
-    static char *kwlist[] = {"sync_every", "fault", "fault_every", NULL};
-    int every = 25, fault_every = 20;
-    const char *fault = "";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|isi", kwlist, &every, &fault, &fault_every)) return NULL;
+    static char *kwlist[] = {"sync_every", NULL};
+    int every = 25;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|i", kwlist, &every)) return NULL;
+    if (every < 0) return PyErr_Format(PyExc_ValueError, "sync_every must be >= 0");
+    ts_v_sync_every = every;
+    Py_RETURN_NONE;
+}
+
+#ifdef TS_TEST_HOOKS
+static PyObject *v_inject_walker_fault(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *fault;
+    int every;
+    if (!PyArg_ParseTuple(args, "si", &fault, &every)) return NULL;
     int kind;
     if (!fault[0] || !strcmp(fault, "none")) kind = TS_V_FAULT_NONE;
     else if (!strcmp(fault, "drop")) kind = TS_V_FAULT_DROP;
     else if (!strcmp(fault, "swap")) kind = TS_V_FAULT_SWAP;
     else return PyErr_Format(PyExc_ValueError, "unknown walker fault '%s' (expected drop or swap)", fault);
-    if (fault_every < 1) return PyErr_Format(PyExc_ValueError, "fault_every must be >= 1");
-    ts_v_sync_every = every;
+    if (every < 1) return PyErr_Format(PyExc_ValueError, "fault_every must be >= 1");
     ts_v_fault_kind = kind;
-    ts_v_fault_every = fault_every;
+    ts_v_fault_every = every;
     Py_RETURN_NONE;
 }
+#endif
 
 static PyObject *v_enable(PyObject *self, PyObject *arg) {
     (void)self;
@@ -132,7 +104,7 @@ static PyObject *v_collect(PyObject *self, PyObject *unused) {
     Py_DECREF(reasons);
     for (int r = 1; r < TS_NREASONS; r++)
         if (atomic_load(&ts_v_partial_reasons[r]) &&
-            put_u64(reasons, ts_partial_names[r], atomic_load(&ts_v_partial_reasons[r])) < 0)
+            put_u64(reasons, ts_core->partial_names[r], atomic_load(&ts_v_partial_reasons[r])) < 0)
             goto fail;
     if (put_u64(d, "signals_sent", atomic_load(&ts_v_sig_sent)) < 0 ||
         put_u64(d, "signals_handled", atomic_load(&ts_v_sig_handled)) < 0 ||
@@ -164,26 +136,42 @@ fail:
     return NULL;
 }
 
-static PyMethodDef ts_v_methods[] = {
-    {"validate_ev_start", (PyCFunction)(void (*)(void))v_ev_start, METH_FASTCALL, "sys.monitoring PY_START callback"},
-    {"validate_ev_resume", (PyCFunction)(void (*)(void))v_ev_resume, METH_FASTCALL,
-     "sys.monitoring PY_RESUME callback"},
-    {"validate_ev_throw", (PyCFunction)(void (*)(void))v_ev_throw, METH_FASTCALL, "sys.monitoring PY_THROW callback"},
-    {"validate_ev_exit", (PyCFunction)(void (*)(void))v_ev_exit, METH_FASTCALL,
+static PyMethodDef methods[] = {
+    {"ev_start", (PyCFunction)(void (*)(void))ts_v_ev_start, METH_FASTCALL, "sys.monitoring PY_START callback"},
+    {"ev_resume", (PyCFunction)(void (*)(void))ts_v_ev_resume, METH_FASTCALL, "sys.monitoring PY_RESUME callback"},
+    {"ev_throw", (PyCFunction)(void (*)(void))ts_v_ev_throw, METH_FASTCALL, "sys.monitoring PY_THROW callback"},
+    {"ev_exit", (PyCFunction)(void (*)(void))ts_v_ev_exit, METH_FASTCALL,
      "sys.monitoring PY_RETURN/PY_YIELD/PY_UNWIND callback"},
-    {"validate_install_profile", v_install_profile, METH_NOARGS,
+    {"install_profile", ts_v_ev_install_profile, METH_NOARGS,
      "3.10/3.11: install the oracle's C profile function on this thread"},
-    {"validate_configure", (PyCFunction)(void (*)(void))v_configure, METH_VARARGS | METH_KEYWORDS,
-     "validate_configure(sync_every=25, fault='', fault_every=20)"},
-    {"validate_enable", v_enable, METH_O, "turn event handling and signal checks on or off"},
-    {"validate_async_start", v_async_start, METH_VARARGS, "validate_async_start(rate_hz, seed, signo)"},
-    {"validate_async_stop", v_async_stop, METH_NOARGS, "stop the signal-sending thread"},
-    {"validate_sync_check_now", v_sync_check_now, METH_NOARGS, "run one synchronous check on this thread"},
-    {"validate_collect", v_collect, METH_NOARGS, "counters and example stacks so far"},
+    {"configure", (PyCFunction)(void (*)(void))v_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(sync_every=25)"},
+#ifdef TS_TEST_HOOKS
+    {"inject_walker_fault", v_inject_walker_fault, METH_VARARGS,
+     "inject_walker_fault(kind, every): damage every Nth walk ('drop' or 'swap'; test builds only)"},
+#endif
+    {"enable", v_enable, METH_O, "turn event handling and signal checks on or off"},
+    {"async_start", v_async_start, METH_VARARGS, "async_start(rate_hz, seed, signo)"},
+    {"async_stop", v_async_stop, METH_NOARGS, "stop the signal-sending thread"},
+    {"sync_check_now", v_sync_check_now, METH_NOARGS, "run one synchronous check on this thread"},
+    {"collect", v_collect, METH_NOARGS, "counters and example stacks so far"},
     {NULL, NULL, 0, NULL},
 };
 
-int ts_validate_add_methods(PyObject *module) {
-    if (PyObject_HasAttrString(module, "validate_collect")) return 0;
-    return PyModule_AddFunctions(module, ts_v_methods);
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "truestack._oracle",
+                                    "The validation oracle: checks truestack._native's walker.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__oracle(void) {
+    /* PyCapsule_Import imports only the package, then looks attributes up. */
+    PyObject *native = PyImport_ImportModule("truestack._native");
+    if (!native) return NULL;
+    Py_DECREF(native);
+    const ts_core_api *api = (const ts_core_api *)PyCapsule_Import(TS_CORE_API_CAPSULE, 0);
+    if (!api) return NULL;
+    if (api->version != TS_CORE_API_VERSION)
+        return PyErr_Format(PyExc_ImportError, "truestack._native core API version %d, the oracle needs %d",
+                            api->version, TS_CORE_API_VERSION);
+    ts_core = api;
+    return PyModule_Create(&moddef);
 }

@@ -14,7 +14,10 @@
 #include "frameobject.h"
 #include <signal.h>
 #include "ts_common.h"
-#include "validate_api.h"
+#include "core_api.h"
+
+/* The sampler core this oracle checks (validate_module.c imports it). */
+extern const ts_core_api *ts_core;
 
 #define TS_V_MAX_THREADS 1024
 #define TS_V_WALK_CAP 4096   /* leaf-most frames compared per check */
@@ -71,10 +74,14 @@ extern _Atomic uint64_t ts_v_partial_reasons[TS_NREASONS];
 extern _Atomic uint64_t ts_v_sig_sent, ts_v_sig_esrch, ts_v_sig_handled, ts_v_sig_busy, ts_v_sig_unregistered;
 extern _Atomic uint64_t ts_v_resyncs, ts_v_pop_mismatch, ts_v_threads_seen, ts_v_silent_links;
 
-/* Fault injection for the oracle's own test (TRUESTACK_TEST_WALKER_FAULT). */
+/* Fault injection for the oracle's own test (TRUESTACK_TEST_WALKER_FAULT),
+ * compiled only into test builds (TS_TEST_HOOKS, set by TRUESTACK_TEST_BUILD=1):
+ * the wheel a user installs cannot damage its own results. */
 enum { TS_V_FAULT_NONE = 0, TS_V_FAULT_DROP = 1, TS_V_FAULT_SWAP = 2 };
+extern _Atomic uint64_t ts_v_faults_applied;
+#ifdef TS_TEST_HOOKS
 extern int ts_v_fault_kind, ts_v_fault_every;
-extern _Atomic uint64_t ts_v_faults_applied, ts_v_fault_walks;
+#endif
 
 /* Async examples are captured in the handler (pointers only) and rendered
  * later with the GIL; ts_v_pending > 0 keeps popped code objects alive
@@ -98,7 +105,10 @@ TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *
 /* validate_classify.c */
 TS_SIGNAL_SAFE int ts_v_classify(void *const *w, int nw, int tdw, void *const *s, int ns, int tds,
                                  int allow_boundary);
+#ifdef TS_TEST_HOOKS
+/* validate_fault.c */
 TS_SIGNAL_SAFE int ts_v_apply_fault(void **codes, int *offs, int *n, int *true_depth);
+#endif
 
 /* validate_shadow.c (GIL held) */
 ts_vshadow *ts_v_current(PyFrameObject *frame_or_null);
@@ -108,7 +118,13 @@ int ts_v_push(PyObject *code);
 int ts_v_push_checked(PyObject *code, PyFrameObject *frame_or_null);
 int ts_v_pop(PyObject *code, PyFrameObject *frame_or_null);
 PyObject *ts_v_collect_garbage(void);
-int ts_v_install_profile(void);
+
+/* validate_events.c: the interpreter's call/return events (GIL held) */
+PyObject *ts_v_ev_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ts_v_ev_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ts_v_ev_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ts_v_ev_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *ts_v_ev_install_profile(PyObject *self, PyObject *unused);
 
 /* validate_sync.c (GIL held) */
 void ts_v_sync_check(ts_vshadow *sh, PyFrameObject *leaf);

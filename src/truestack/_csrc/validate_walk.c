@@ -2,18 +2,17 @@
  * (walker.h), then normalised for comparison: Python frames only,
  * root-first, with the test-only fault applied. */
 #include "validate_state.h"
-#include "walker.h"
 
 TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *faulted) {
     ts_walk_result res = {0, 0, TS_OK};
-    void *tstate = ts_current_tstate();
+    void *tstate = ts_core->current_tstate();
     *faulted = 0;
     if (!tstate) {
         *true_depth = 0;
         *reason = TS_NO_TSTATE;
         return 0;
     }
-    ts_walk(tstate, sh->wbuf, TS_V_WALK_CAP, &res);
+    ts_core->walk(tstate, sh->wbuf, TS_V_WALK_CAP, &res);
     int n = res.nframes < TS_V_WALK_CAP ? res.nframes : TS_V_WALK_CAP;
     int skipped = 0, k = 0;
     /* The walker writes leaf first; the comparisons want root first. */
@@ -29,6 +28,8 @@ TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *
     }
     *true_depth = res.depth - skipped;
     *reason = res.partial;
+#ifdef TS_TEST_HOOKS
     *faulted = ts_v_apply_fault(sh->wcodes, sh->woffs, &k, true_depth);
+#endif
     return k;
 }

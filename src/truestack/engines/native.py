@@ -37,6 +37,7 @@ import time
 import types
 from typing import Any
 
+from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
 
@@ -48,7 +49,6 @@ except ImportError as exc:  # extension not built for this interpreter
 else:
     _IMPORT_ERROR = ""
 
-_OWN_PREFIX = "truestack-"
 _TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
 _CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 _SYNC_INTERVAL_S = 0.02
@@ -82,8 +82,8 @@ class _NativeEngine(Engine):
         super().__init__(mode, rate_hz, max_depth)
         if _native is None:
             raise EngineUnavailable(f"truestack._native cannot be imported: {_IMPORT_ERROR}")
-        if not 1 <= max_depth <= 4096:
-            raise ValueError("max_depth must be between 1 and 4096")
+        if not 1 <= max_depth <= _native.MAX_DEPTH:
+            raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
         self.ring_slots = int(ring_slots)
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
         self._interval_ns = max(10_000, int(round(1e9 / self.rate_hz)))
@@ -141,7 +141,7 @@ class _NativeEngine(Engine):
         sys.setprofile(None)
         try:
             name = threading.current_thread().name
-            if self._running and not name.startswith(_OWN_PREFIX):
+            if self._running and not is_own_thread(name):
                 self._names[_native.register_current()] = name
         except Exception:  # noqa: BLE001 - never break the user's thread
             pass
@@ -163,7 +163,7 @@ class _NativeEngine(Engine):
             return
         self._last_sync = now
         by_ident = {t.ident: t.name for t in threading.enumerate()}
-        exclude = {ident for ident, name in by_ident.items() if name.startswith(_OWN_PREFIX)}
+        exclude = {ident for ident, name in by_ident.items() if is_own_thread(name)}
         for ident, tid in _native.sync_threads(exclude):
             name = by_ident.get(ident)
             if name is not None or tid not in self._names:
@@ -176,25 +176,26 @@ class _NativeEngine(Engine):
                 return []
             if self._running:
                 self._sync_threads()
-            raw = _native.drain()
             out = []
-            for tid, time_ns, weight, cpu_delta, state, depth, partial, flat in raw:
-                frames = self._resolve(flat)
+            for raw in _native.drain():
+                frames = self._resolve(raw.frames)
+                partial = raw.partial
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
                     if frames:  # the leaf end is right, its callers are missing: say so at the root
                         frames = (_partial_root(partial), *frames)
-                elif depth > len(frames):
+                elif raw.depth > len(frames):
                     frames = (_TRUNCATED, *frames)
+                tid = raw.tid
                 out.append(Sample(
-                    thread_id=tid, thread_name=self._names.get(tid) or f"thread-{tid}", time_ns=time_ns,
-                    weight_ns=weight, frames=frames, cpu_delta_ns=cpu_delta, state=state, depth=depth,
-                    partial=partial,
+                    thread_id=tid, thread_name=self._names.get(tid) or f"thread-{tid}", time_ns=raw.time_ns,
+                    weight_ns=raw.weight_ns, frames=frames, cpu_delta_ns=raw.cpu_delta_ns, state=raw.state,
+                    depth=raw.depth, partial=partial,
                 ))
             self._drained += len(out)
             return out
 
-    def _resolve(self, flat: tuple) -> tuple[Frame, ...]:
+    def _resolve(self, flat: tuple[Any, ...]) -> tuple[Frame, ...]:
         """Raw leaf-first (obj, n) pairs → interned Frames, root first."""
         frames: list[Frame] = []
         codes = self._codes

@@ -24,15 +24,13 @@ class OracleUnavailable(RuntimeError):
     pass
 
 
-def load_native() -> types.ModuleType:
-    """The extension, whose init registered the oracle's functions."""
+def load_oracle() -> types.ModuleType:
+    """The oracle extension (it imports the sampler's walker from truestack._native)."""
     try:
-        from .. import _native
+        from .. import _oracle
     except ImportError as exc:
-        raise OracleUnavailable(f"the native extension is not built ({exc})") from None
-    if not hasattr(_native, "validate_collect"):
-        raise OracleUnavailable("the native extension was built without the validation oracle")
-    return _native
+        raise OracleUnavailable(f"the oracle extension is not built ({exc})") from None
+    return _oracle
 
 
 def parse_fault(spec: str | None) -> tuple[str, int]:
@@ -64,8 +62,8 @@ class OracleSettings:
 class _MonitoringHooks:
     """3.12+: one sys.monitoring tool id for the shadow stacks."""
 
-    def __init__(self, native: types.ModuleType) -> None:
-        self.native = native
+    def __init__(self, oracle: types.ModuleType) -> None:
+        self.oracle = oracle
         mon = sys.monitoring  # type: ignore[attr-defined]
         for tool in (mon.PROFILER_ID, 3, 4):
             if mon.get_tool(tool) is None:
@@ -79,12 +77,12 @@ class _MonitoringHooks:
         E = mon.events
         mon.use_tool_id(self.tool, _TOOL_NAME)
         callbacks = {
-            E.PY_START: self.native.validate_ev_start,
-            E.PY_RESUME: self.native.validate_ev_resume,
-            E.PY_THROW: self.native.validate_ev_throw,
-            E.PY_RETURN: self.native.validate_ev_exit,
-            E.PY_YIELD: self.native.validate_ev_exit,
-            E.PY_UNWIND: self.native.validate_ev_exit,
+            E.PY_START: self.oracle.ev_start,
+            E.PY_RESUME: self.oracle.ev_resume,
+            E.PY_THROW: self.oracle.ev_throw,
+            E.PY_RETURN: self.oracle.ev_exit,
+            E.PY_YIELD: self.oracle.ev_exit,
+            E.PY_UNWIND: self.oracle.ev_exit,
         }
         for event, func in callbacks.items():
             mon.register_callback(self.tool, event, func)
@@ -105,11 +103,11 @@ class _MonitoringHooks:
 class _ProfileHooks:
     """3.10/3.11: the oracle's C profile function on every threading thread."""
 
-    def __init__(self, native: types.ModuleType) -> None:
-        self.native = native
+    def __init__(self, oracle: types.ModuleType) -> None:
+        self.oracle = oracle
 
     def install(self) -> None:
-        install = self.native.validate_install_profile
+        install = self.oracle.install_profile
 
         def bootstrap(frame: Any, event: str, arg: Any) -> None:
             install()  # replaces this Python hook on the new thread
@@ -129,8 +127,11 @@ class Oracle:
 
     def __init__(self, settings: OracleSettings) -> None:
         self.settings = settings
-        self.native = load_native()
-        self.hooks = _MonitoringHooks(self.native) if sys.version_info >= (3, 12) else _ProfileHooks(self.native)
+        self.oracle = load_oracle()
+        if settings.fault and not hasattr(self.oracle, "inject_walker_fault"):
+            raise OracleUnavailable("walker fault injection needs a test build of truestack "
+                                    "(TRUESTACK_TEST_BUILD=1 pip install .)")
+        self.hooks = _MonitoringHooks(self.oracle) if sys.version_info >= (3, 12) else _ProfileHooks(self.oracle)
         self.examples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._collector: threading.Thread | None = None
@@ -138,27 +139,29 @@ class Oracle:
 
     def start(self) -> None:
         s = self.settings
-        self.native.validate_configure(sync_every=s.sync_every, fault=s.fault, fault_every=max(s.fault_every, 1))
-        self.native.validate_enable(True)
+        self.oracle.configure(sync_every=s.sync_every)
+        if s.fault:
+            self.oracle.inject_walker_fault(s.fault, max(s.fault_every, 1))
+        self.oracle.enable(True)
         self.hooks.install()
         if s.rate_hz > 0:
-            self.native.validate_async_start(s.rate_hz, s.seed, int(signal.SIGRTMIN) + VALIDATION_SIGNAL_OFFSET)
+            self.oracle.async_start(s.rate_hz, s.seed, int(signal.SIGRTMIN) + VALIDATION_SIGNAL_OFFSET)
         self._collector = threading.Thread(target=self._collect_loop, name="truestack-validate-collector",
                                            daemon=True)
         self._collector.start()
 
     def stop(self) -> dict[str, Any]:
-        self.native.validate_async_stop()
+        self.oracle.async_stop()
         self._stop.set()
         if self._collector is not None:
             self._collector.join()
-        self.native.validate_enable(False)
+        self.oracle.enable(False)
         self.hooks.remove()
         self._collect()
         return self._raw
 
     def _collect(self) -> None:
-        raw = self.native.validate_collect()
+        raw = self.oracle.collect()
         # The C side hands each example over once it has rendered it;
         # synchronous examples are repeated every time, keep the first.
         seen = {(e["layer"], e["kind"]) for e in self.examples}
