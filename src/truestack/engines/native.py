@@ -52,11 +52,11 @@ else:
 _TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
 _CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 _SYNC_INTERVAL_S = 0.02
-_active: "_NativeEngine | None" = None
+_active: _NativeEngine | None = None
 _forked = False
 
 
-@functools.lru_cache(maxsize=None)  # a few reasons: one interned root frame each
+@functools.cache  # a few reasons: one interned root frame each
 def _partial_root(reason: str) -> Frame:
     return Frame(f"[partial stack: {reason}]", "", 0, 0, FrameKind.TRUNCATED.value)
 
@@ -86,7 +86,7 @@ class _NativeEngine(Engine):
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
         self.ring_slots = int(ring_slots)
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
-        self._interval_ns = max(10_000, int(round(1e9 / self.rate_hz)))
+        self._interval_ns = max(10_000, round(1e9 / self.rate_hz))
         self._lock = threading.RLock()
         self._running = False
         self._timer = ""
@@ -143,7 +143,7 @@ class _NativeEngine(Engine):
             name = threading.current_thread().name
             if self._running and not is_own_thread(name):
                 self._names[_native.register_current()] = name
-        except Exception:  # noqa: BLE001 - never break the user's thread
+        except Exception:
             pass
 
     def _install_thread_hook(self) -> None:
@@ -162,7 +162,7 @@ class _NativeEngine(Engine):
         if not force and now - self._last_sync < _SYNC_INTERVAL_S:
             return
         self._last_sync = now
-        by_ident = {t.ident: t.name for t in threading.enumerate()}
+        by_ident = {t.ident: t.name for t in threading.enumerate() if t.ident is not None}
         exclude = {ident for ident, name in by_ident.items() if is_own_thread(name)}
         for ident, tid in _native.sync_threads(exclude):
             name = by_ident.get(ident)
@@ -259,7 +259,8 @@ class _NativeEngine(Engine):
                 "ring_capacity": raw["ring_capacity"], "ring_used": raw["ring_used"],
                 "signals": delta("signals"), "late_signals": delta("late_signals"),
                 "foreign_signals": delta("foreign_signals"), "overruns": delta("overruns"),
-                "wall_ticks": delta("ticks"), "wall_wakeups": delta("wakeups"), "faults_absorbed": delta("faults_absorbed"),
+                "wall_ticks": delta("ticks"), "wall_wakeups": delta("wakeups"),
+                "faults_absorbed": delta("faults_absorbed"),
                 "settle_timeouts": delta("settle_timeouts"), "threads_registered": raw["threads"],
                 "layout": raw["layout"], "code_hook": raw["code_hook"], "samples_drained": self._drained,
                 "interval_ns": self._interval_ns, "max_depth": self.max_depth,
@@ -289,7 +290,7 @@ def _stop_active_at_exit() -> None:
     if engine is not None:
         try:
             engine.stop()
-        except Exception:  # noqa: BLE001 - exiting anyway
+        except Exception:
             _native.stop()
 
 

@@ -116,7 +116,7 @@ class _ProfileHooks:
         install()
 
     def remove(self) -> None:
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)  # type: ignore[arg-type, unused-ignore]  # typeshed: 3.10 wants a callable
         sys.setprofile(None)
         # Other threads keep the C function until they end; it returns at
         # once while the oracle is disabled.
