@@ -40,7 +40,7 @@ int ts_tstate_key_init(void) {
 
 int ts_layout_init(void) {
     ts_layout *L = &ts_L;
-    memset(L, 0xff, sizeof *L);  /* every offset -1 = absent unless set below */
+    memset(L, 0xff, sizeof *L); /* every offset -1 = absent unless set below */
     L->code_type = &PyCode_Type;
     L->frame_type = &PyFrame_Type;
     L->gen_type = &PyGen_Type;

@@ -34,12 +34,12 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     long long interval;
     int depth;
     unsigned long long slots = 65536;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ks", kwlist, &mode, &interval, &depth, &slots, &timer))
-        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ks", kwlist, &mode, &interval, &depth, &slots, &timer)) return NULL;
     int m = strcmp(mode, "cpu") == 0 ? TS_MODE_CPU : strcmp(mode, "wall") == 0 ? TS_MODE_WALL : -1;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "unknown mode %s", mode);
     if (interval < 10000) return PyErr_Format(PyExc_ValueError, "interval below 10 us");
-    if (depth < 1 || depth > TS_MAX_DEPTH) return PyErr_Format(PyExc_ValueError, "max_depth must be 1..%d", TS_MAX_DEPTH);
+    if (depth < 1 || depth > TS_MAX_DEPTH)
+        return PyErr_Format(PyExc_ValueError, "max_depth must be 1..%d", TS_MAX_DEPTH);
     if (slots < 1024 || slots > (1ULL << 24)) return PyErr_Format(PyExc_ValueError, "ring_slots out of range");
     int pref = strcmp(timer, "perf") == 0 ? TS_TIMER_PERF : strcmp(timer, "timer_create") == 0 ? TS_TIMER_POSIX : 0;
     if (ts_codehook_install() < 0) return NULL;
@@ -61,10 +61,13 @@ static PyObject *build_frames(ts_staging *st, ts_ssample *s) {
     if (!t) return NULL;
     for (uint32_t i = 0; i < s->nframes; i++) {
         ts_sframe *f = &st->frames[s->first + i];
-        PyTuple_SET_ITEM(t, 2 * i, f->obj);   /* steals the pin */
+        PyTuple_SET_ITEM(t, 2 * i, f->obj); /* steals the pin */
         f->obj = NULL;
         PyObject *off = PyLong_FromLong(f->off);
-        if (!off) { Py_DECREF(t); return NULL; }
+        if (!off) {
+            Py_DECREF(t);
+            return NULL;
+        }
         PyTuple_SET_ITEM(t, 2 * i + 1, off);
     }
     return t;
@@ -124,7 +127,7 @@ static PyObject *py_drain(PyObject *self, PyObject *unused) {
         if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
         Py_XDECREF(item);
     }
-    for (size_t i = 0; i < st.nf; i++) Py_XDECREF(st.frames[i].obj);  /* left over after an error */
+    for (size_t i = 0; i < st.nf; i++) Py_XDECREF(st.frames[i].obj); /* left over after an error */
     free(st.samples);
     free(st.frames);
     return out;
@@ -148,19 +151,27 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS];  /* GIL held: one caller at a time */
+    static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS]; /* GIL held: one caller at a time */
     int nlive = 0;
     for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t; t = PyThreadState_Next(t)) {
         long tid = tstate_tid(t);
         if (tid <= 0 || nlive >= TS_MAX_THREADS) continue;
         PyObject *ident = PyLong_FromUnsignedLong(t->thread_id);
-        if (!ident) { Py_DECREF(out); return NULL; }
+        if (!ident) {
+            Py_DECREF(out);
+            return NULL;
+        }
         int skip = PySet_Contains(exclude, ident);
         if (!skip) {
             live[nlive++] = (int)tid;
             ts_register_thread((int)tid);
             PyObject *pair = Py_BuildValue("(Oi)", ident, (int)tid);
-            if (!pair || PyList_Append(out, pair) < 0) { Py_XDECREF(pair); Py_DECREF(ident); Py_DECREF(out); return NULL; }
+            if (!pair || PyList_Append(out, pair) < 0) {
+                Py_XDECREF(pair);
+                Py_DECREF(ident);
+                Py_DECREF(out);
+                return NULL;
+            }
             Py_DECREF(pair);
         }
         Py_DECREF(ident);
@@ -186,15 +197,20 @@ static PyObject *walk_list(int max_depth, ts_walk_result *r) {
     if (max_depth < 1 || max_depth > 100000) return PyErr_Format(PyExc_ValueError, "max_depth out of range");
     ts_rawframe *buf = PyMem_Malloc(sizeof(ts_rawframe) * (size_t)max_depth);
     if (!buf) return PyErr_NoMemory();
-    if (ts_safeload_install() != 0) { PyMem_Free(buf); return PyErr_SetFromErrno(PyExc_OSError); }
+    if (ts_safeload_install() != 0) {
+        PyMem_Free(buf);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
     ts_walk(ts_current_tstate(), buf, max_depth, r);
     /* The frames are this thread's live frames: their code objects are alive. */
     PyObject *out = PyList_New(r->nframes);
     for (int i = 0; out && i < r->nframes; i++) {
         PyObject *item = Py_BuildValue("(Ois)", (PyObject *)buf[i].code, TS_UNPACK_OFF(buf[i].off_kind),
                                        ts_kind_names[TS_UNPACK_KIND(buf[i].off_kind)]);
-        if (!item) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, i, item);
+        if (!item)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, item);
     }
     PyMem_Free(buf);
     return out;
@@ -235,20 +251,23 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         unsigned long long v = atomic_load(&ts_C.partial[i]);
         if (!v) continue;
         PyObject *o = PyLong_FromUnsignedLongLong(v);
-        if (!o || PyDict_SetItemString(partial, ts_partial_names[i], o) < 0) { Py_XDECREF(o); Py_DECREF(partial); return NULL; }
+        if (!o || PyDict_SetItemString(partial, ts_partial_names[i], o) < 0) {
+            Py_XDECREF(o);
+            Py_DECREF(partial);
+            return NULL;
+        }
         Py_DECREF(o);
     }
     uint64_t used = atomic_load(&ts_R.head) - ts_R.tail;
-    return Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}",
-        "signals", C(signals), "samples", C(samples), "dropped", C(dropped), "foreign_signals", C(foreign),
-        "late_signals", C(late), "overruns", C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
-        "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
-        "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
-        "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()),
-        "layout", ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches,
-        "code_hook", ts_codehook_kind(), "threads", ts_thread_count(), "active", ts_sampler_active(),
-        "forked_child", ts_forked_child);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples),
+                         "dropped", C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns",
+                         C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
+                         "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
+                         "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
+                         "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()), "layout",
+                         ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches, "code_hook",
+                         ts_codehook_kind(), "threads", ts_thread_count(), "active", ts_sampler_active(),
+                         "forked_child", ts_forked_child);
 }
 
 static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
@@ -286,9 +305,15 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "truestack._native",
-                                    "Asynchronous CPython stack sampler (signal-handler frame walker).", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "truestack._native",
+                                    "Asynchronous CPython stack sampler (signal-handler frame walker).",
+                                    -1,
+                                    methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 static void at_exit(void) { ts_sampler_stop(); }
 
@@ -306,8 +331,10 @@ static int add_string_tuple(PyObject *m, const char *name, const char *const *it
     PyObject *t = PyTuple_New(n);
     for (int i = 0; t && i < n; i++) {
         PyObject *s = PyUnicode_FromString(items[i]);
-        if (!s) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, i, s);
+        if (!s)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, s);
     }
     if (!t || PyModule_AddObject(m, name, t) < 0) {
         Py_XDECREF(t);
@@ -324,8 +351,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *capsule = PyCapsule_New((void *)&core_api, TS_CORE_API_CAPSULE, NULL);
     int bad = !capsule || PyModule_AddObjectRef(m, "_core_api", capsule) < 0;
     Py_XDECREF(capsule);
-    if (bad || !raw_sample_type ||
-        PyModule_AddObjectRef(m, "RawSample", (PyObject *)raw_sample_type) < 0 ||
+    if (bad || !raw_sample_type || PyModule_AddObjectRef(m, "RawSample", (PyObject *)raw_sample_type) < 0 ||
         add_string_tuple(m, "PARTIAL_REASONS", ts_partial_names + 1, TS_NREASONS - 1) < 0 ||
         add_string_tuple(m, "FRAME_KINDS", ts_kind_names, TS_NKINDS) < 0 ||
         PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1) < 0 ||
@@ -334,6 +360,6 @@ PyMODINIT_FUNC PyInit__native(void) {
         Py_DECREF(m);
         return NULL;
     }
-    Py_AtExit(at_exit);  /* last resort: timers never outlive the interpreter */
+    Py_AtExit(at_exit); /* last resort: timers never outlive the interpreter */
     return m;
 }

@@ -12,7 +12,7 @@ int ts_ring_init(uint64_t capacity, int max_frames) {
     uint64_t slot_size = sizeof(ts_slot) + (uint64_t)max_frames * sizeof(ts_rawframe);
     slot_size = (slot_size + 63) & ~(uint64_t)63;
     if (ts_R.mem && ts_R.capacity == cap && ts_R.slot_size == slot_size) {
-        return 0;  /* reuse: keeps any undrained samples */
+        return 0; /* reuse: keeps any undrained samples */
     }
     ts_ring_free();
     size_t size = (size_t)(cap * slot_size);
@@ -58,7 +58,7 @@ TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *out_pos) {
                 return s;
             }
         } else if (dif < 0) {
-            return NULL;  /* full */
+            return NULL; /* full */
         } else {
             pos = atomic_load_explicit(&ts_R.head, memory_order_relaxed);
         }

@@ -29,7 +29,7 @@ typedef struct {
     _Atomic uint64_t head;
     char pad[56];
     uint64_t tail;
-    uint64_t capacity;     /* power of two */
+    uint64_t capacity; /* power of two */
     uint64_t slot_size;
     int max_frames;
     char *mem;
@@ -38,7 +38,7 @@ typedef struct {
 
 extern ts_ring ts_R;
 
-int ts_ring_init(uint64_t capacity, int max_frames);   /* GIL held, not running */
+int ts_ring_init(uint64_t capacity, int max_frames); /* GIL held, not running */
 void ts_ring_free(void);
 void ts_ring_reset_after_fork(void);
 

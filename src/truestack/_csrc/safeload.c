@@ -10,21 +10,20 @@ _Atomic uint64_t ts_faults_absorbed;
 #if defined(__x86_64__)
 /* rdi = address, rsi = int *fault. Faults at ts_safe_load_insn resume at
  * ts_safe_load_fixup, which reports the fault and returns 0. */
-__asm__(
-    ".text\n"
-    ".globl ts_safe_load_asm\n.hidden ts_safe_load_asm\n"
-    ".type ts_safe_load_asm,@function\n"
-    "ts_safe_load_asm:\n"
-    ".globl ts_safe_load_insn\n.hidden ts_safe_load_insn\n"
-    "ts_safe_load_insn:\n"
-    "    movq (%rdi), %rax\n"
-    "    ret\n"
-    ".globl ts_safe_load_fixup\n.hidden ts_safe_load_fixup\n"
-    "ts_safe_load_fixup:\n"
-    "    movl $1, (%rsi)\n"
-    "    xorl %eax, %eax\n"
-    "    ret\n"
-    ".size ts_safe_load_asm, .-ts_safe_load_asm\n");
+__asm__(".text\n"
+        ".globl ts_safe_load_asm\n.hidden ts_safe_load_asm\n"
+        ".type ts_safe_load_asm,@function\n"
+        "ts_safe_load_asm:\n"
+        ".globl ts_safe_load_insn\n.hidden ts_safe_load_insn\n"
+        "ts_safe_load_insn:\n"
+        "    movq (%rdi), %rax\n"
+        "    ret\n"
+        ".globl ts_safe_load_fixup\n.hidden ts_safe_load_fixup\n"
+        "ts_safe_load_fixup:\n"
+        "    movl $1, (%rsi)\n"
+        "    xorl %eax, %eax\n"
+        "    ret\n"
+        ".size ts_safe_load_asm, .-ts_safe_load_asm\n");
 extern char ts_safe_load_insn[], ts_safe_load_fixup[];
 #endif
 
@@ -53,8 +52,8 @@ int ts_safeload_install(void) {
      * since, install again on top of theirs and chain to them. */
     struct sigaction cur;
     if (installed && sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 &&
-        (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault)
+        cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == on_fault)
         return 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -27,16 +27,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TS_COOKIE ((void *)0x7472756573746b21ULL)  /* "truestk!" */
+#define TS_COOKIE ((void *)0x7472756573746b21ULL) /* "truestk!" */
 
 typedef struct {
-    _Atomic int tid;          /* 0 = free slot */
+    _Atomic int tid; /* 0 = free slot */
     int perf_fd;
     int has_timer;
     timer_t timer;
     _Atomic int dead;
     _Atomic int64_t last_cpu_ns;
-    _Atomic int sampled;      /* has had a sample: last_cpu_ns is a real baseline */
+    _Atomic int sampled; /* has had a sample: last_cpu_ns is a real baseline */
     /* Wall mode: ticks the sampler thread sent / the handler accounted for.
      * Non-realtime signals coalesce while a thread waits for a CPU, so each
      * sample weighs every tick since the previous one. */
@@ -268,7 +268,10 @@ static int register_locked(int tid) {
     if (find_thread(tid)) return 0;
     int n = atomic_load(&threads_hwm), slot = -1;
     for (int i = 0; i < n; i++)
-        if (atomic_load(&threads[i].tid) == 0) { slot = i; break; }
+        if (atomic_load(&threads[i].tid) == 0) {
+            slot = i;
+            break;
+        }
     if (slot < 0) {
         if (n >= TS_MAX_THREADS) return -ENOSPC;
         slot = n;
@@ -282,7 +285,7 @@ static int register_locked(int tid) {
     atomic_store(&t->seen, 0);
     int64_t cpu = now_ns(thread_cpu_clock(tid));
     atomic_store(&t->last_cpu_ns, cpu);
-    if (cpu < 0) return -ESRCH;   /* already gone */
+    if (cpu < 0) return -ESRCH; /* already gone */
     if (atomic_load(&active)) {
         int rc = arm(t, tid);
         if (rc < 0) return rc;
@@ -384,14 +387,14 @@ static void atfork_child(void) {
     pthread_mutex_init(&reg_lock, NULL);
     if (atomic_load(&active) || wall_running) ts_forked_child = 1;
     atomic_store(&active, 0);
-    wall_running = 0;  /* the sampler thread does not exist here */
+    wall_running = 0; /* the sampler thread does not exist here */
     my_pid = getpid();
     int n = atomic_load(&threads_hwm);
     for (int i = 0; i < n; i++) {
         ts_thread *t = &threads[i];
-        if (t->perf_fd >= 0) close(t->perf_fd);  /* counts the parent's thread */
+        if (t->perf_fd >= 0) close(t->perf_fd); /* counts the parent's thread */
         t->perf_fd = -1;
-        t->has_timer = 0;  /* POSIX timers are not inherited */
+        t->has_timer = 0; /* POSIX timers are not inherited */
         atomic_store(&t->tid, 0);
     }
     atomic_store(&threads_hwm, 0);
@@ -453,7 +456,7 @@ int ts_sampler_start(int mode, int64_t interval_ns, int frames, uint64_t ring_sl
         atomic_store(&t->sampled, 0);
         atomic_store(&t->seen, atomic_load(&t->sent));
         atomic_store(&t->last_cpu_ns, now_ns(thread_cpu_clock(tid)));
-        if (arm(t, tid) < 0) atomic_store(&t->tid, 0);   /* thread gone meanwhile */
+        if (arm(t, tid) < 0) atomic_store(&t->tid, 0); /* thread gone meanwhile */
     }
     pthread_mutex_unlock(&reg_lock);
     if (mode == TS_MODE_WALL) {

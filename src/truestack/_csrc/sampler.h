@@ -9,9 +9,9 @@ enum { TS_TIMER_NONE = 0, TS_TIMER_PERF = 1, TS_TIMER_POSIX = 2, TS_TIMER_THREAD
 
 typedef struct {
     _Atomic uint64_t signals, samples, dropped, foreign, late, overruns, ticks, wakeups;
-    _Atomic uint64_t weight_ns;            /* sum of sample weights */
+    _Atomic uint64_t weight_ns; /* sum of sample weights */
     _Atomic uint64_t partial[TS_NREASONS];
-    _Atomic uint64_t settle_timeouts;      /* destroy hook gave up waiting on a slot */
+    _Atomic uint64_t settle_timeouts; /* destroy hook gave up waiting on a slot */
 } ts_counters;
 extern ts_counters ts_C;
 
@@ -20,12 +20,12 @@ int ts_sampler_start(int mode, int64_t interval_ns, int max_frames, uint64_t rin
 int ts_sampler_stop(void);
 int ts_sampler_active(void);
 int ts_sampler_timer(void);
-int ts_register_thread(int tid);      /* idempotent */
+int ts_register_thread(int tid); /* idempotent */
 int ts_unregister_thread(int tid);
 int ts_thread_count(void);
 int ts_thread_tids(int *out, int max);
-int ts_thread_is_dead(int tid);      /* wall sampler saw ESRCH */
-extern int ts_forked_child;           /* set in a fork child: sampling stopped there */
+int ts_thread_is_dead(int tid); /* wall sampler saw ESRCH */
+extern int ts_forked_child;     /* set in a fork child: sampling stopped there */
 extern int64_t ts_interval_ns;
 extern int ts_mode;
 const char *ts_timer_name(int timer);

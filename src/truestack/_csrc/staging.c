@@ -41,7 +41,7 @@ void ts_fold(PyObject *dying, int wait_busy) {
     while ((s = ts_ring_peek(wait_busy)) != NULL) {
         if (grow((void **)&ts_S.samples, &ts_S.cap, ts_S.n + 1, sizeof(ts_ssample)) ||
             grow((void **)&ts_S.frames, &ts_S.capf, ts_S.nf + s->nframes, sizeof(ts_sframe))) {
-            atomic_fetch_add(&ts_C.dropped, 1);  /* out of memory: lose the sample, never a wrong one */
+            atomic_fetch_add(&ts_C.dropped, 1); /* out of memory: lose the sample, never a wrong one */
             ts_ring_release(s);
             continue;
         }

@@ -12,7 +12,7 @@
 #include "ts_common.h"
 
 typedef struct {
-    PyObject *obj;      /* strong ref: code object, or identity tuple (TS_KIND_RESOLVED) */
+    PyObject *obj; /* strong ref: code object, or identity tuple (TS_KIND_RESOLVED) */
     int32_t off;
     int32_t kind;
 } ts_sframe;
@@ -21,7 +21,7 @@ typedef struct {
     int32_t tid;
     uint8_t state, partial;
     uint32_t depth, nframes;
-    size_t first;       /* index into frames */
+    size_t first; /* index into frames */
     int64_t time_ns, weight_ns, cpu_delta_ns;
 } ts_ssample;
 

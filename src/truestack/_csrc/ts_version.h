@@ -12,35 +12,35 @@
 #include "ts_common.h"
 
 typedef enum {
-    TS_CHAIN_FRAMEOBJ,   /* 3.10: tstate->frame, PyFrameObject.f_back */
-    TS_CHAIN_CFRAME,     /* 3.11, 3.12: tstate->cframe->current_frame, _PyInterpreterFrame.previous */
-    TS_CHAIN_DIRECT      /* 3.13: tstate->current_frame */
+    TS_CHAIN_FRAMEOBJ, /* 3.10: tstate->frame, PyFrameObject.f_back */
+    TS_CHAIN_CFRAME,   /* 3.11, 3.12: tstate->cframe->current_frame, _PyInterpreterFrame.previous */
+    TS_CHAIN_DIRECT    /* 3.13: tstate->current_frame */
 } ts_chain_kind;
 
 typedef struct {
     ts_chain_kind chain;
     /* thread state */
-    long ts_top;             /* frame (3.10), cframe (3.11/12), current_frame (3.13) */
-    long cf_current;         /* _PyCFrame.current_frame; -1 when no cframe */
-    long cf_previous;        /* _PyCFrame.previous */
-    long ts_native_tid;      /* -1 on 3.10 */
-    long ts_chunk, ts_stack_top;  /* datastack_chunk / datastack_top; -1 on 3.10 */
+    long ts_top;                 /* frame (3.10), cframe (3.11/12), current_frame (3.13) */
+    long cf_current;             /* _PyCFrame.current_frame; -1 when no cframe */
+    long cf_previous;            /* _PyCFrame.previous */
+    long ts_native_tid;          /* -1 on 3.10 */
+    long ts_chunk, ts_stack_top; /* datastack_chunk / datastack_top; -1 on 3.10 */
     long chunk_previous, chunk_size, chunk_data;
     /* frames */
-    long fr_previous, fr_code, fr_instr, fr_owner;   /* fr_owner -1 on 3.10 */
-    int instr_is_index;      /* 3.10: f_lasti is an int instruction index */
-    long fr_min_size;        /* bytes a frame occupies at least */
-    long gen_iframe;         /* offsetof(PyGenObject, gi_iframe); -1 on 3.10 */
-    long gen_frame_state;    /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
-    int gen_executing;       /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
-    long frobj_data;         /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
+    long fr_previous, fr_code, fr_instr, fr_owner; /* fr_owner -1 on 3.10 */
+    int instr_is_index;                            /* 3.10: f_lasti is an int instruction index */
+    long fr_min_size;                              /* bytes a frame occupies at least */
+    long gen_iframe;                               /* offsetof(PyGenObject, gi_iframe); -1 on 3.10 */
+    long gen_frame_state;                          /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
+    int gen_executing; /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
+    long frobj_data;   /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
     /* code objects */
-    long code_adaptive;      /* offsetof co_code_adaptive; -1 on 3.10 */
-    long code_firsttraceable;/* offsetof _co_firsttraceable; -1 on 3.10 */
-    int owner_thread, owner_gen, owner_frameobj, owner_cstack;  /* -1 if absent */
+    long code_adaptive;                                        /* offsetof co_code_adaptive; -1 on 3.10 */
+    long code_firsttraceable;                                  /* offsetof _co_firsttraceable; -1 on 3.10 */
+    int owner_thread, owner_gen, owner_frameobj, owner_cstack; /* -1 if absent */
     /* type objects the plausibility checks compare against */
     const void *code_type, *frame_type, *gen_type, *coro_type, *asyncgen_type;
-    const char *source;      /* "compiled headers" or "_Py_DebugOffsets" */
+    const char *source; /* "compiled headers" or "_Py_DebugOffsets" */
     int debug_offset_mismatches;
 } ts_layout;
 

@@ -108,7 +108,7 @@ out:
     errno = saved_errno;
 }
 
-static uint64_t next_random(void) {  /* xorshift64*, sender thread only */
+static uint64_t next_random(void) { /* xorshift64*, sender thread only */
     rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
     return rng * 2685821657736338717ULL;
 }
@@ -177,7 +177,7 @@ int ts_v_async_start(double rate_hz, unsigned long seed, int signo) {
     atomic_store(&sender_run, 1);
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);  /* the sender inherits "all blocked" */
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the sender inherits "all blocked" */
     int rc = pthread_create(&sender, NULL, sender_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
@@ -192,10 +192,8 @@ int ts_v_async_start(double rate_hz, unsigned long seed, int signo) {
 void ts_v_async_stop(void) {
     if (!sender_started) return;
     atomic_store(&sender_run, 0);
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(sender, NULL);
-    Py_END_ALLOW_THREADS
-    sender_started = 0;
+    Py_BEGIN_ALLOW_THREADS pthread_join(sender, NULL);
+    Py_END_ALLOW_THREADS sender_started = 0;
 }
 
 /* Renders published examples (GIL held). Shadow entries are alive (on a
@@ -212,8 +210,8 @@ PyObject *ts_v_async_examples(void) {
             int known = 0;
             for (int j = 0; j < ex->ns && !known; j++) known = ex->scodes[j] == ex->wcodes[i];
             PyObject *s = known ? ts_v_describe((PyObject *)ex->wcodes[i], ex->woffs[i], 1)
-                                : PyUnicode_FromFormat("<code %p, offset %d: not on the shadow stack>",
-                                                       ex->wcodes[i], ex->woffs[i]);
+                                : PyUnicode_FromFormat("<code %p, offset %d: not on the shadow stack>", ex->wcodes[i],
+                                                       ex->woffs[i]);
             if (!s || PyList_Append(got, s) < 0) Py_CLEAR(got);
             Py_XDECREF(s);
         }

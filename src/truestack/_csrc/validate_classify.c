@@ -58,8 +58,7 @@ TS_SIGNAL_SAFE static int same_multiset(void *const *a, void *const *b, int n) {
     return sa == sb && xa == xb && qa == qb;
 }
 
-TS_SIGNAL_SAFE int ts_v_classify(void *const *w, int nw, int tdw, void *const *s, int ns, int tds,
-                                 int allow_boundary) {
+TS_SIGNAL_SAFE int ts_v_classify(void *const *w, int nw, int tdw, void *const *s, int ns, int tds, int allow_boundary) {
     if (tdw == tds && overlap_equal(w, nw, tdw, s, ns, tds, tdw)) return TS_V_OK;
     /* One side has one more leaf frame and everything below it agrees:
      * the event for that frame had not run yet (entry) or already had (exit). */

@@ -40,7 +40,6 @@ PyObject *ts_v_ev_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     Py_RETURN_NONE;
 }
 
-
 #if PY_VERSION_HEX < 0x030C0000
 /* 3.10/3.11: the C profile function of every validated thread. */
 static int profile_func(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
@@ -48,7 +47,7 @@ static int profile_func(PyObject *obj, PyFrameObject *frame, int what, PyObject 
     if (!atomic_load_explicit(&ts_v_on, memory_order_relaxed)) return 0;
     if (what != PyTrace_CALL && what != PyTrace_RETURN) return 0;
     PyCodeObject *code = PyFrame_GetCode(frame);
-    Py_DECREF(code);  /* borrowed from the frame from here on */
+    Py_DECREF(code); /* borrowed from the frame from here on */
     ts_vshadow *sh = ts_v_tls;
     if (!sh) {
         /* Seeding includes this frame: nothing more for a call. */

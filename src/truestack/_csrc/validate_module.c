@@ -24,10 +24,14 @@ static PyObject *v_inject_walker_fault(PyObject *self, PyObject *args) {
     int every;
     if (!PyArg_ParseTuple(args, "si", &fault, &every)) return NULL;
     int kind;
-    if (!fault[0] || !strcmp(fault, "none")) kind = TS_V_FAULT_NONE;
-    else if (!strcmp(fault, "drop")) kind = TS_V_FAULT_DROP;
-    else if (!strcmp(fault, "swap")) kind = TS_V_FAULT_SWAP;
-    else return PyErr_Format(PyExc_ValueError, "unknown walker fault '%s' (expected drop or swap)", fault);
+    if (!fault[0] || !strcmp(fault, "none"))
+        kind = TS_V_FAULT_NONE;
+    else if (!strcmp(fault, "drop"))
+        kind = TS_V_FAULT_DROP;
+    else if (!strcmp(fault, "swap"))
+        kind = TS_V_FAULT_SWAP;
+    else
+        return PyErr_Format(PyExc_ValueError, "unknown walker fault '%s' (expected drop or swap)", fault);
     if (every < 1) return PyErr_Format(PyExc_ValueError, "fault_every must be >= 1");
     ts_v_fault_kind = kind;
     ts_v_fault_every = every;
@@ -88,8 +92,8 @@ static PyObject *v_collect(PyObject *self, PyObject *unused) {
                 Py_DECREF(kinds);
                 goto fail;
             }
-        PyObject *layer = Py_BuildValue("{s:K,s:N}", "checked", (unsigned long long)atomic_load(&ts_v_checked[l]),
-                                        "kinds", kinds);
+        PyObject *layer =
+            Py_BuildValue("{s:K,s:N}", "checked", (unsigned long long)atomic_load(&ts_v_checked[l]), "kinds", kinds);
         if (!layer || PyDict_SetItemString(d, ts_v_layer_names[l], layer) < 0) {
             Py_XDECREF(layer);
             goto fail;
@@ -144,8 +148,7 @@ static PyMethodDef methods[] = {
      "sys.monitoring PY_RETURN/PY_YIELD/PY_UNWIND callback"},
     {"install_profile", ts_v_ev_install_profile, METH_NOARGS,
      "3.10/3.11: install the oracle's C profile function on this thread"},
-    {"configure", (PyCFunction)(void (*)(void))v_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(sync_every=25)"},
+    {"configure", (PyCFunction)(void (*)(void))v_configure, METH_VARARGS | METH_KEYWORDS, "configure(sync_every=25)"},
 #ifdef TS_TEST_HOOKS
     {"inject_walker_fault", v_inject_walker_fault, METH_VARARGS,
      "inject_walker_fault(kind, every): damage every Nth walk ('drop' or 'swap'; test builds only)"},
@@ -158,9 +161,15 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "truestack._oracle",
-                                    "The validation oracle: checks truestack._native's walker.", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "truestack._oracle",
+                                    "The validation oracle: checks truestack._native's walker.",
+                                    -1,
+                                    methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit__oracle(void) {
     /* PyCapsule_Import imports only the package, then looks attributes up. */

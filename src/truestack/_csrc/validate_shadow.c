@@ -39,7 +39,7 @@ static void release(PyObject *code) {
             if (g) graveyard = g, grave_cap = cap;
         }
         if (grave_n < grave_cap) {
-            graveyard[grave_n++] = code;  /* the reference moves there */
+            graveyard[grave_n++] = code; /* the reference moves there */
             return;
         }
     }
@@ -65,7 +65,7 @@ static void shadow_capsule_destructor(PyObject *capsule) {
         PyErr_Clear();
         return;
     }
-    if (sh->slot >= 0) {  /* unless the sender already freed it (ESRCH) for reuse */
+    if (sh->slot >= 0) { /* unless the sender already freed it (ESRCH) for reuse */
         int expect = sh->tid;
         atomic_compare_exchange_strong(&ts_v_slots[sh->slot], &expect, 0);
     }
@@ -104,7 +104,7 @@ static int shadow_reserve(ts_vshadow *sh, int need) {
     if (need <= sh->cap) return 0;
     int cap = sh->cap;
     while (cap < need) cap *= 2;
-    int *below = realloc(sh->below, sizeof(int) * (size_t)cap);  /* the handler never reads it */
+    int *below = realloc(sh->below, sizeof(int) * (size_t)cap); /* the handler never reads it */
     if (!below) return -1;
     sh->below = below;
     void **fresh = malloc(sizeof(void *) * (size_t)cap);
@@ -130,7 +130,7 @@ int ts_v_truth(PyFrameObject *leaf, void **codes, int *lines, int cap, int *true
             PyCodeObject *co = PyFrame_GetCode(f);
             codes[depth] = co;
             lines[depth] = PyFrame_GetLineNumber(f);
-            Py_DECREF(co);  /* the frame keeps it alive */
+            Py_DECREF(co); /* the frame keeps it alive */
         }
         depth++;
         PyFrameObject *back = PyFrame_GetBack(f);
@@ -138,7 +138,7 @@ int ts_v_truth(PyFrameObject *leaf, void **codes, int *lines, int cap, int *true
         f = back;
     }
     int n = depth < cap ? depth : cap;
-    for (int i = 0, j = n - 1; i < j; i++, j--) {  /* leaf-first -> root-first */
+    for (int i = 0, j = n - 1; i < j; i++, j--) { /* leaf-first -> root-first */
         void *c = codes[i];
         codes[i] = codes[j], codes[j] = c;
         int l = lines[i];
@@ -203,13 +203,13 @@ ts_vshadow *ts_v_current(PyFrameObject *frame) {
         shadow_free(sh);
         return NULL;
     }
-    Py_DECREF(cap);  /* the thread's dict owns it now */
+    Py_DECREF(cap); /* the thread's dict owns it now */
     int tdepth;
     int n = ts_v_truth(frame, sh->tcodes, sh->tlines, TS_V_WALK_CAP, &tdepth);
     ts_v_reseed(sh, sh->tcodes, n);
     atomic_fetch_add(&ts_v_threads_seen, 1);
     ts_v_tls = sh;
-    register_slot(sh);  /* full table: the thread is still checked synchronously */
+    register_slot(sh); /* full table: the thread is still checked synchronously */
     return sh;
 }
 
@@ -239,7 +239,7 @@ static int push_one(ts_vshadow *sh, PyObject *code, int below) {
 
 int ts_v_push(PyObject *code) {
     ts_vshadow *sh = ts_v_tls;
-    if (!sh) return ts_v_current(NULL) ? 1 : -1;  /* seeded with this frame included */
+    if (!sh) return ts_v_current(NULL) ? 1 : -1; /* seeded with this frame included */
     settle(sh);
     return push_one(sh, code, 0);
 }
@@ -255,7 +255,7 @@ static int push_checked(ts_vshadow *sh, PyObject *code, PyFrameObject *frame) {
     int d = sh->depth;
     if (tds != nt || nt < d + 1 || sh->tcodes[nt - 1] != (void *)code) return push_one(sh, code, 0);
     for (int i = 0; i < d; i++) {
-        if (sh->tcodes[i] != sh->codes[i]) {  /* drifted: start again from the chain */
+        if (sh->tcodes[i] != sh->codes[i]) { /* drifted: start again from the chain */
             atomic_fetch_add(&ts_v_resyncs, 1);
             ts_v_reseed(sh, sh->tcodes, nt);
             return 0;

@@ -20,20 +20,20 @@
 extern const ts_core_api *ts_core;
 
 #define TS_V_MAX_THREADS 1024
-#define TS_V_WALK_CAP 4096   /* leaf-most frames compared per check */
-#define TS_V_EX_CAP 48       /* leaf-most frames kept in an example stack */
+#define TS_V_WALK_CAP    4096 /* leaf-most frames compared per check */
+#define TS_V_EX_CAP      48   /* leaf-most frames kept in an example stack */
 
 enum { TS_V_SYNC = 0, TS_V_ASYNC = 1, TS_V_SHADOW = 2, TS_V_NLAYERS = 3 };
 
 enum {
     TS_V_OK = 0,
-    TS_V_BOUNDARY,    /* only the frame entered or left at that instant differs */
-    TS_V_MISSING,     /* walker lacks frames the truth has */
-    TS_V_EXTRA,       /* walker has frames the truth lacks */
-    TS_V_REORDERED,   /* same frames, different order */
-    TS_V_WRONG_CODE,  /* a frame names the wrong code object */
-    TS_V_WRONG_LINE,  /* right code objects, a wrong line (sync layer only) */
-    TS_V_PARTIAL,     /* the walker flagged its result incomplete or suspect */
+    TS_V_BOUNDARY,   /* only the frame entered or left at that instant differs */
+    TS_V_MISSING,    /* walker lacks frames the truth has */
+    TS_V_EXTRA,      /* walker has frames the truth lacks */
+    TS_V_REORDERED,  /* same frames, different order */
+    TS_V_WRONG_CODE, /* a frame names the wrong code object */
+    TS_V_WRONG_LINE, /* right code objects, a wrong line (sync layer only) */
+    TS_V_PARTIAL,    /* the walker flagged its result incomplete or suspect */
     TS_V_NKINDS
 };
 extern const char *const ts_v_kind_names[TS_V_NKINDS];
@@ -43,20 +43,20 @@ extern const char *const ts_v_layer_names[TS_V_NLAYERS];
  * callbacks, GIL held); the signal handler reads it on the same thread, so
  * ordering needs compiler fences only. */
 typedef struct ts_vshadow {
-    void **volatile codes;      /* root-first code pointers, [0, depth) valid; strong refs */
-    int *below;                 /* entries to drop along with this one (silently linked callers) */
+    void **volatile codes; /* root-first code pointers, [0, depth) valid; strong refs */
+    int *below;            /* entries to drop along with this one (silently linked callers) */
     volatile int depth;
-    volatile int deferred;      /* top entries whose frames are being unlinked without an event */
+    volatile int deferred; /* top entries whose frames are being unlinked without an event */
     int cap;
     int tid;
     int slot;
     volatile sig_atomic_t busy; /* sync check or reseed in progress: handler skips */
     unsigned long starts;       /* function entries seen, for every-Nth sync checks */
     /* scratch preallocated for the walker and the comparisons */
-    ts_rawframe *wbuf;          /* TS_V_WALK_CAP raw frames as the walker writes them */
-    void **wcodes;              /* walker result root-first */
+    ts_rawframe *wbuf; /* TS_V_WALK_CAP raw frames as the walker writes them */
+    void **wcodes;     /* walker result root-first */
     int *woffs;
-    void **tcodes;              /* truth (frame chain) root-first, sync only */
+    void **tcodes; /* truth (frame chain) root-first, sync only */
     int *tlines;
 } ts_vshadow;
 
@@ -87,7 +87,7 @@ extern int ts_v_fault_kind, ts_v_fault_every;
  * later with the GIL; ts_v_pending > 0 keeps popped code objects alive
  * (validate_shadow.c) until then. */
 typedef struct {
-    _Atomic int state;          /* 0 empty, 1 being written, 2 published, 3 rendered */
+    _Atomic int state; /* 0 empty, 1 being written, 2 published, 3 rendered */
     int tid, fault;
     int nw, tdw, ns, tds;
     void *wcodes[TS_V_EX_CAP];
@@ -103,8 +103,7 @@ extern _Atomic long ts_v_pending;
 TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *faulted);
 
 /* validate_classify.c */
-TS_SIGNAL_SAFE int ts_v_classify(void *const *w, int nw, int tdw, void *const *s, int ns, int tds,
-                                 int allow_boundary);
+TS_SIGNAL_SAFE int ts_v_classify(void *const *w, int nw, int tdw, void *const *s, int ns, int tds, int allow_boundary);
 #ifdef TS_TEST_HOOKS
 /* validate_fault.c */
 TS_SIGNAL_SAFE int ts_v_apply_fault(void **codes, int *offs, int *n, int *true_depth);
@@ -135,6 +134,5 @@ PyObject *ts_v_describe(PyObject *code, int line_or_offset, int is_offset);
 int ts_v_async_start(double rate_hz, unsigned long seed, int signo);
 void ts_v_async_stop(void);
 PyObject *ts_v_async_examples(void);
-
 
 #endif

@@ -11,7 +11,7 @@ _Atomic uint64_t ts_v_partial_reasons[TS_NREASONS];
 
 /* First example of each (sync or shadow layer, kind), rendered at once
  * while every code object in it is alive. */
-static PyObject *sync_examples;  /* list of dicts */
+static PyObject *sync_examples; /* list of dicts */
 static uint8_t have_example[TS_V_NLAYERS][TS_V_NKINDS];
 
 /* "qualname (file:line)" for a live code object. */
@@ -46,10 +46,10 @@ static void keep_example(int layer, int kind, ts_vshadow *sh, PyObject *got, int
                          int want_depth, int faulted) {
     if (!got || !want) goto out;
     if (!sync_examples && !(sync_examples = PyList_New(0))) goto out;
-    PyObject *d = Py_BuildValue("{s:s,s:s,s:i,s:O,s:i,s:O,s:i,s:O}", "layer", ts_v_layer_names[layer], "kind",
-                                ts_v_kind_names[kind], "thread_id", sh->tid, "got", got, "got_depth", got_depth,
-                                "expected", want, "expected_depth", want_depth, "fault_injected",
-                                faulted ? Py_True : Py_False);
+    PyObject *d =
+        Py_BuildValue("{s:s,s:s,s:i,s:O,s:i,s:O,s:i,s:O}", "layer", ts_v_layer_names[layer], "kind",
+                      ts_v_kind_names[kind], "thread_id", sh->tid, "got", got, "got_depth", got_depth, "expected", want,
+                      "expected_depth", want_depth, "fault_injected", faulted ? Py_True : Py_False);
     if (d) {
         if (PyList_Append(sync_examples, d) == 0) have_example[layer][kind] = 1;
         Py_DECREF(d);
@@ -66,7 +66,7 @@ static void count(int layer, int kind) {
 }
 
 void ts_v_sync_check(ts_vshadow *sh, PyFrameObject *leaf) {
-    sh->busy = 1;  /* the async handler shares sh's scratch arrays */
+    sh->busy = 1; /* the async handler shares sh's scratch arrays */
     atomic_signal_fence(memory_order_seq_cst);
     int tdw, reason, faulted;
     int nw = ts_v_walk(sh, &tdw, &reason, &faulted);
@@ -104,7 +104,7 @@ void ts_v_sync_check(ts_vshadow *sh, PyFrameObject *leaf) {
         if (reason > 0 && reason < TS_NREASONS) atomic_fetch_add(&ts_v_partial_reasons[reason], 1);
     } else {
         kind = ts_v_classify(sh->wcodes, nw, tdw, sh->tcodes, nt, tds, 0);
-        if (kind == TS_V_BOUNDARY) kind = TS_V_MISSING;  /* no boundary exists at a synchronous check */
+        if (kind == TS_V_BOUNDARY) kind = TS_V_MISSING; /* no boundary exists at a synchronous check */
         if (kind == TS_V_OK) {
             int off_t = tds - nt, off_w = tdw - nw;
             for (int p = off_t > off_w ? off_t : off_w; p < tds; p++) {

@@ -6,14 +6,14 @@
 #include "ts_version.h"
 
 #define TS_MAX_CHUNKS 64
-#define OB_TYPE_OFF 8     /* offsetof(PyObject, ob_type) on every supported build */
-#define OB_SIZE_OFF 16    /* offsetof(PyVarObject, ob_size) */
+#define OB_TYPE_OFF   8  /* offsetof(PyObject, ob_type) on every supported build */
+#define OB_SIZE_OFF   16 /* offsetof(PyVarObject, ob_size) */
 
-typedef struct { uintptr_t lo, hi; } ts_range;
+typedef struct {
+    uintptr_t lo, hi;
+} ts_range;
 
-TS_SIGNAL_SAFE void *ts_current_tstate(void) {
-    return pthread_getspecific((pthread_key_t)ts_tstate_key);
-}
+TS_SIGNAL_SAFE void *ts_current_tstate(void) { return pthread_getspecific((pthread_key_t)ts_tstate_key); }
 
 TS_SIGNAL_SAFE long ts_tstate_native_tid(void *tstate) {
     int fault = 0;
@@ -29,8 +29,8 @@ TS_SIGNAL_SAFE static int is_type(uintptr_t obj, const void *type, int *fault) {
 typedef struct {
     ts_range r[TS_MAX_CHUNKS];
     int n;
-    int truncated;   /* more chunks than cached: frames beyond are unchecked */
-    int cursor;      /* frames are visited newest to oldest: never look back */
+    int truncated; /* more chunks than cached: frames beyond are unchecked */
+    int cursor;    /* frames are visited newest to oldest: never look back */
 } ts_chunks;
 
 TS_SIGNAL_SAFE static void load_chunks(uintptr_t ts, ts_chunks *c, int *fault) {
@@ -40,10 +40,13 @@ TS_SIGNAL_SAFE static void load_chunks(uintptr_t ts, ts_chunks *c, int *fault) {
     uintptr_t chunk = (uintptr_t)ts_load(ts + ts_L.ts_chunk, fault);
     uintptr_t top = (uintptr_t)ts_load(ts + ts_L.ts_stack_top, fault);
     while (chunk && !*fault) {
-        if (c->n == TS_MAX_CHUNKS) { c->truncated = 1; break; }
+        if (c->n == TS_MAX_CHUNKS) {
+            c->truncated = 1;
+            break;
+        }
         uintptr_t size = (uintptr_t)ts_load(chunk + ts_L.chunk_size, fault);
         uintptr_t hi = chunk + size;
-        if (c->n == 0 && top > chunk && top <= hi) hi = top;  /* live part of the newest chunk */
+        if (c->n == 0 && top > chunk && top <= hi) hi = top; /* live part of the newest chunk */
         c->r[c->n].lo = chunk + ts_L.chunk_data;
         c->r[c->n].hi = hi;
         c->n++;
@@ -81,32 +84,44 @@ TS_SIGNAL_SAFE static int plausible_iframe(uintptr_t f, ts_chunks *c, int *owner
     }
     if (*owner == ts_L.owner_frameobj)
         return is_type(f - ts_L.frobj_data, ts_L.frame_type, fault) ? TS_OK : (*fault ? TS_FAULT : TS_BAD_FRAME);
-    if (ts_L.owner_cstack >= 0 && *owner == ts_L.owner_cstack) return TS_OK;  /* lives on the C stack */
+    if (ts_L.owner_cstack >= 0 && *owner == ts_L.owner_cstack) return TS_OK; /* lives on the C stack */
     return TS_BAD_FRAME;
 }
 
 /* Records one frame or only counts it once out is full. */
-#define EMIT(code_, off_, kind_)                                 \
-    do {                                                         \
-        if (res->nframes < max) {                                \
-            out[res->nframes].code = (void *)(code_);            \
-            out[res->nframes].off_kind = TS_PACK((off_), (kind_)); \
-            res->nframes++;                                      \
-        }                                                        \
-        res->depth++;                                            \
+#define EMIT(code_, off_, kind_)                                                                                       \
+    do {                                                                                                               \
+        if (res->nframes < max) {                                                                                      \
+            out[res->nframes].code = (void *)(code_);                                                                  \
+            out[res->nframes].off_kind = TS_PACK((off_), (kind_));                                                     \
+            res->nframes++;                                                                                            \
+        }                                                                                                              \
+        res->depth++;                                                                                                  \
     } while (0)
 
 TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
     int fault = 0;
     uintptr_t f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
     for (int steps = 0; f && !fault; steps++) {
-        if (steps > TS_MAX_WALK) { res->partial = TS_TOO_DEEP; return; }
-        if (!is_type(f, ts_L.frame_type, &fault)) { res->partial = fault ? TS_FAULT : TS_BAD_FRAME; return; }
+        if (steps > TS_MAX_WALK) {
+            res->partial = TS_TOO_DEEP;
+            return;
+        }
+        if (!is_type(f, ts_L.frame_type, &fault)) {
+            res->partial = fault ? TS_FAULT : TS_BAD_FRAME;
+            return;
+        }
         uintptr_t code = (uintptr_t)ts_load(f + ts_L.fr_code, &fault);
-        if (!is_type(code, ts_L.code_type, &fault)) { res->partial = fault ? TS_FAULT : TS_BAD_CODE; return; }
+        if (!is_type(code, ts_L.code_type, &fault)) {
+            res->partial = fault ? TS_FAULT : TS_BAD_CODE;
+            return;
+        }
         int lasti = (int)(int32_t)ts_load_sized(f + ts_L.fr_instr, 4, &fault);
         if (fault) break;
-        if (lasti < -1 || lasti > (1 << 27)) { res->partial = TS_BAD_OFFSET; return; }
+        if (lasti < -1 || lasti > (1 << 27)) {
+            res->partial = TS_BAD_OFFSET;
+            return;
+        }
         EMIT(code, lasti * 2, TS_KIND_PYTHON);
         f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
     }
@@ -117,9 +132,12 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
     int fault = 0, owner = 0;
     ts_chunks chunks;
     load_chunks(ts, &chunks, &fault);
-    if (fault) { res->partial = TS_FAULT; return; }
+    if (fault) {
+        res->partial = TS_FAULT;
+        return;
+    }
     uintptr_t f;
-    int why = TS_OK, leaf_checked = 0;  /* the leaf's check, when already made */
+    int why = TS_OK, leaf_checked = 0; /* the leaf's check, when already made */
     if (ts_L.chain == TS_CHAIN_CFRAME) {
         uintptr_t cf = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
         f = cf ? (uintptr_t)ts_load(cf + ts_L.cf_current, &fault) : 0;
@@ -136,14 +154,20 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
             leaf_checked = 0;
             uintptr_t prev = (uintptr_t)ts_load(cf + ts_L.cf_previous, &fault);
             f = prev ? (uintptr_t)ts_load(prev + ts_L.cf_current, &fault) : 0;
-            if (!f && !fault) { res->partial = TS_TORN; return; }
+            if (!f && !fault) {
+                res->partial = TS_TORN;
+                return;
+            }
         }
     } else {
         f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
     }
     int last_owner = -1;
     for (int steps = 0; f && !fault; steps++) {
-        if (steps > TS_MAX_WALK) { res->partial = TS_TOO_DEEP; return; }
+        if (steps > TS_MAX_WALK) {
+            res->partial = TS_TOO_DEEP;
+            return;
+        }
         if (!leaf_checked) why = plausible_iframe(f, &chunks, &owner, &fault);
         leaf_checked = 0;
         /* The leaf may be a generator frame being suspended or resumed right
@@ -164,7 +188,7 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
             f = next;
             continue;
         }
-        if (ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack) {  /* entry shim */
+        if (ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack) { /* entry shim */
             f = next;
             continue;
         }
@@ -179,7 +203,10 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
         int first = (int)(int32_t)ts_load_sized(code + ts_L.code_firsttraceable, 4, &fault);
         if (fault) break;
         long off = (long)(instr - (code + ts_L.code_adaptive));
-        if (off < -2 || off >= ncodeunits * 2 || (off & 1)) { res->partial = TS_BAD_OFFSET; return; }
+        if (off < -2 || off >= ncodeunits * 2 || (off & 1)) {
+            res->partial = TS_BAD_OFFSET;
+            return;
+        }
         /* Incomplete frame (pushed, not yet past RESUME): not really entered. */
         if (!(owner == ts_L.owner_gen) && off / 2 < first) {
             f = next;
@@ -198,7 +225,12 @@ TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_res
     res->nframes = 0;
     res->depth = 0;
     res->partial = TS_OK;
-    if (!tstate) { res->partial = TS_NO_TSTATE; return; }
-    if (ts_L.chain == TS_CHAIN_FRAMEOBJ) walk_frameobjects((uintptr_t)tstate, out, max, res);
-    else walk_iframes((uintptr_t)tstate, out, max, res);
+    if (!tstate) {
+        res->partial = TS_NO_TSTATE;
+        return;
+    }
+    if (ts_L.chain == TS_CHAIN_FRAMEOBJ)
+        walk_frameobjects((uintptr_t)tstate, out, max, res);
+    else
+        walk_iframes((uintptr_t)tstate, out, max, res);
 }

@@ -12,9 +12,9 @@
 #include "ts_common.h"
 
 typedef struct {
-    int nframes;   /* frames written to out (leaf first) */
-    int depth;     /* true depth counted (>= nframes unless partial) */
-    int partial;   /* TS_OK or a TS_* reason code */
+    int nframes; /* frames written to out (leaf first) */
+    int depth;   /* true depth counted (>= nframes unless partial) */
+    int partial; /* TS_OK or a TS_* reason code */
 } ts_walk_result;
 
 TS_HIDDEN_BEGIN
