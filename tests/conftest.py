@@ -60,3 +60,67 @@ def tmp_script(tmp_path):
         return path
 
     return write
+
+
+
+# -- markers (registered in pyproject.toml) -----------------------------------
+# `native`: needs the compiled extensions; `slow`: left out of the quick run
+# (`pytest -m "not slow"`, < 60 s on a 2-core machine); `browser`: Chromium.
+# Markers only select: the matrix runs everything, nothing is skipped by them.
+
+# Tests outside tests/native that need the extensions (node-id prefixes).
+NEEDS_NATIVE = (
+    "integration/test_validate.py::",
+    "integration/test_cpython_suite.py::",
+    "integration/test_bench_smoke.py::test_accuracy_runner_quick",  # its columns must come from the native engine
+    "integration/test_bench_smoke.py::test_overhead_runner_quick",
+)
+
+# The slowest tests (measured with --durations on 3.12), each area keeping a
+# quick test: stress is covered quickly by validate's [threads] program,
+# accuracy by the thread and sleep tests, formats by their cpu-mode cases,
+# crash safety by the supervisor tests.
+SLOW = (
+    "native/test_native_stress.py::test_stress",
+    "native/test_native_accuracy.py::test_long_c_call_attributed_to_calling_line",
+    "native/test_native_accuracy.py::test_straight_line_code_vs_loop",
+    "native/test_native_accuracy.py::test_threads_cpu_shares[timer_create]",
+    "native/test_native_accuracy.py::test_threads_cpu_shares[auto]",
+    "native/test_native_accuracy.py::test_sleeping_thread_cpu_mode[timer_create]",
+    "native/test_extension_shape.py::test_users_build_has_no_oracle_in_the_sampler_and_no_test_hooks",
+    "integration/test_cpython_suite.py::",
+    "integration/test_bench_smoke.py::test_accuracy_runner_quick",
+    "integration/test_bench_smoke.py::test_overhead_runner_quick",
+    "integration/test_flamegraph_browser.py::test_100k_node_tree_renders_fast_enough",
+    "integration/test_validate.py::test_stress_program_error_rate_is_low[asyncio]",
+    "integration/test_validate.py::test_stress_program_error_rate_is_low[recursion]",
+    "integration/test_validate.py::test_stress_program_error_rate_is_low[exceptions]",
+    "integration/test_validate.py::test_stress_program_error_rate_is_low[churn]",
+    "integration/test_validate.py::test_stress_program_error_rate_is_low[generators]",
+    "integration/test_validate.py::test_broken_walker_is_caught[swap-reordered]",
+    "integration/test_record_cli.py::test_duration_stops_sampling_then_the_program[True]",
+    "integration/test_record_supervisor.py::test_sigint_ends_the_recording_within_a_second",
+    "integration/test_record_supervisor.py::test_segfaulting_program_still_leaves_its_profile[auto]",
+    "unit/test_storage_fuzz.py::test_mutated_profiles_load_or_fail_with_one_line_error",
+    "integration/test_record_formats.py::test_every_format_both_modes[",  # only the -wall cases, below
+)
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(str(item.path)).resolve()
+        try:
+            rel = path.relative_to(TESTS_DIR).as_posix()
+        except ValueError:
+            continue
+        node = rel + "::" + item.nodeid.split("::", 1)[1] if "::" in item.nodeid else rel
+        if rel.startswith("native/") or node.startswith(NEEDS_NATIVE):
+            item.add_marker(pytest.mark.native)
+        if rel == "integration/test_flamegraph_browser.py":
+            item.add_marker(pytest.mark.browser)
+        if node.startswith(SLOW) and not (
+            node.startswith("integration/test_record_formats.py::") and not node.endswith("-wall]")
+        ):
+            item.add_marker(pytest.mark.slow)

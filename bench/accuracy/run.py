@@ -21,8 +21,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from score import parse_collapsed, score  # noqa: E402
-from tools import ALL_TOOLS, Tool, child_env, run_tool, select_tools  # noqa: E402
+from score import parse_collapsed, score
+from tools import Tool, child_env, run_tool, select_tools
 
 WORKLOAD_DIR = HERE / "workloads"
 

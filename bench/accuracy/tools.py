@@ -7,7 +7,6 @@ looked up next to that interpreter first (a venv's bin/), then on PATH.
 from __future__ import annotations
 
 import json
-import os
 import pstats
 import re
 import shutil
@@ -19,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-from truestack_path import child_env  # noqa: E402,F401  (re-exported for the runners)
+from truestack_path import child_env
 
 
 def find_binary(name: str, python: str) -> str | None:

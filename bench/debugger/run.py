@@ -23,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from truestack_path import child_env  # noqa: E402
+from truestack_path import child_env
 
 CONFIGS = ("ts-a", "ts-b", "pdb-a", "pdb-b")
 

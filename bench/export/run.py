@@ -17,14 +17,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from truestack_path import make_importable  # noqa: E402
+from truestack_path import make_importable
 
 make_importable()
 
-from truestack.exporters import FORMATS, export  # noqa: E402
-from truestack.model import Marker, Profile  # noqa: E402
-from truestack.model.aggregate import aggregate  # noqa: E402
-from truestack.samples import Frame  # noqa: E402
+from truestack.exporters import FORMATS, export
+from truestack.model import Marker, Profile
+from truestack.model.aggregate import aggregate
+from truestack.samples import Frame
 
 RATE_HZ = 1000
 INTERVAL_NS = 1_000_000
@@ -101,7 +101,7 @@ def main() -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             data = export(profile, name)
-        except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+        except Exception as exc:
             print(f"{name:<12} {'error':>8} {type(exc).__name__}: {exc}")
             continue
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -25,12 +25,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from truestack_path import make_importable  # noqa: E402
+from truestack_path import make_importable
 
 make_importable()
 
-from truestack.model import Profile  # noqa: E402
-from truestack.samples import STATE_RUNNING, Frame, Sample  # noqa: E402
+from truestack.model import Profile
+from truestack.samples import STATE_RUNNING, Frame, Sample
 
 BUDGET_MB = 150
 RATE_HZ = 1000
@@ -122,7 +122,7 @@ def time_exports(profile: Profile, limit: int) -> None:
         started = time.perf_counter()
         try:
             size = len(exporters.export(sub, fmt))
-        except Exception as exc:  # noqa: BLE001 - report and go on with the other formats
+        except Exception as exc:
             print(f"  {fmt:<11} failed: {type(exc).__name__}: {exc}")
             continue
         print(f"  {fmt:<11} {time.perf_counter() - started:7.2f} s  {size / 1e6:8.1f} MB")

@@ -38,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 ACCURACY = HERE.parent / "accuracy"
 sys.path.insert(0, str(ACCURACY))
 
-from tools import Tool, child_env, select_tools  # noqa: E402
+from tools import Tool, child_env, select_tools
 
 PYPERF_BMS = ["nbody", "richards", "json_dumps", "float"]
 DEFAULT_TOOLS = ["ts-native-cpu", "ts-native-wall", "py-spy", "austin", "pyinstrument", "yappi-cpu", "cProfile"]

@@ -1,4 +1,5 @@
 """truestack: an accurate, low-overhead sampling profiler and debugger for CPython."""
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

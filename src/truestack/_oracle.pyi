@@ -4,6 +4,7 @@
 tests/native/test_native_stubs.py checks that the names here and the
 module's agree.
 """
+
 from types import CodeType
 from typing import Any
 

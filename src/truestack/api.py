@@ -30,6 +30,7 @@ use.
 `ProfileSession` (in `session.py`) is also what `truestack record` runs, so
 markers a recorded script sets land in its profile.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -111,9 +112,16 @@ def _print_at_exit(name: str, session: ProfileSession) -> None:
     sys.stderr.write(render_summary(session.profile, top=15))
 
 
-def profile(func: Callable[..., Any] | None = None, /, *, mode: str = "cpu", rate: float | str = 100,
-            engine: str = "auto", max_depth: int = DEFAULT_MAX_DEPTH,
-            output: str | os.PathLike[str] | None = None) -> Any:
+def profile(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    mode: str = "cpu",
+    rate: float | str = 100,
+    engine: str = "auto",
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    output: str | os.PathLike[str] | None = None,
+) -> Any:
     """Profile a block (`with profile(...) as p`) or every call of a function (`@profile`).
 
     With `output`, the profile is saved there when the block ends (context
@@ -127,8 +135,9 @@ def profile(func: Callable[..., Any] | None = None, /, *, mode: str = "cpu", rat
     return profiled
 
 
-def start(mode: str = "cpu", rate: float | str = 100, engine: str = "auto",
-          max_depth: int = DEFAULT_MAX_DEPTH) -> ProfileSession:
+def start(
+    mode: str = "cpu", rate: float | str = 100, engine: str = "auto", max_depth: int = DEFAULT_MAX_DEPTH
+) -> ProfileSession:
     """Start profiling the whole process until `stop()`."""
     global _started
     if _started is not None:

@@ -1,5 +1,6 @@
 """Replace a file atomically: a crash or a full disk never leaves a
 half-written file under the final name."""
+
 from __future__ import annotations
 
 import contextlib

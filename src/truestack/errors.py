@@ -3,6 +3,7 @@
 `UsageError` is the user's doing (a missing script, a bad option): the CLI
 prints its message as one line and exits with status 2, never a traceback.
 """
+
 from __future__ import annotations
 
 

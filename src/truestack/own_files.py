@@ -4,6 +4,7 @@ One place answers "is this file part of the installed truestack package?"
 for the sampler's stack filter, the launcher stripper, tracebacks of the
 program, and the debugger's view of the stack.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Parsing sampling rates written the way people write them: 250, 1k, 10khz."""
+
 from __future__ import annotations
 
 import re

@@ -5,6 +5,7 @@ the GIL held, so the native engine can release the code objects it pinned
 quickly, and hands resolved samples either to `on_samples` or to an internal
 buffer read by `drain()`.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,9 +29,15 @@ class Sampler:
     >>> for sample in s.drain(): ...
     """
 
-    def __init__(self, mode: str = "cpu", rate: float | str = 100, max_depth: int = DEFAULT_MAX_DEPTH,
-                 engine: str = "auto", on_samples: SampleSink | None = None,
-                 drain_interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        mode: str = "cpu",
+        rate: float | str = 100,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        engine: str = "auto",
+        on_samples: SampleSink | None = None,
+        drain_interval: float = 0.05,
+    ) -> None:
         if mode not in ("cpu", "wall"):
             raise ValueError(f"unknown mode {mode!r} (expected 'cpu' or 'wall')")
         if max_depth < 1:

@@ -4,6 +4,7 @@ An engine turns whatever it captured (raw native frames, Python frame objects)
 into `Sample`s made of interned `Frame`s, so the same frame is one object no
 matter how many samples contain it.
 """
+
 from __future__ import annotations
 
 import enum

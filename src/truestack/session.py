@@ -5,6 +5,7 @@ share: a Sampler, a per-stack filter (truestack's own frames out, the
 caller's filter on top), the profile's metadata and the list of active
 sessions that markers go to.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,22 +39,29 @@ class ProfileSession:
     and markers of every run accumulate in the same Profile.
     """
 
-    def __init__(self, mode: str = "cpu", rate: float | str = 100, engine: str = "auto",
-                 max_depth: int = DEFAULT_MAX_DEPTH, command: list[str] | None = None,
-                 stack_filter: StackFilter | None = None) -> None:
+    def __init__(
+        self,
+        mode: str = "cpu",
+        rate: float | str = 100,
+        engine: str = "auto",
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        command: list[str] | None = None,
+        stack_filter: StackFilter | None = None,
+    ) -> None:
         self._filter = stack_filter
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
-        self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine,
-                               on_samples=self._on_samples)
-        self.profile = Profile(ProfileMeta(
-            command=list(command if command is not None else sys.argv),
-            python_version=sys.version.split()[0],
-            truestack_version=__version__,
-            pid=os.getpid(),
-            mode=mode,
-            rate_hz=self.sampler.rate_hz,
-            engine=engine,
-        ))
+        self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples)
+        self.profile = Profile(
+            ProfileMeta(
+                command=list(command if command is not None else sys.argv),
+                python_version=sys.version.split()[0],
+                truestack_version=__version__,
+                pid=os.getpid(),
+                mode=mode,
+                rate_hz=self.sampler.rate_hz,
+                engine=engine,
+            )
+        )
         self._starts = 0
         self._lock = threading.Lock()
         # Called on the collector thread after each batch reached the profile (the record child streams it).
@@ -149,9 +157,15 @@ def note_interrupted(profile: Profile, reason: str, thread_id: int | None = None
     """Record why a run ended early, in meta and as a marker on the timeline."""
     if not profile.meta.interrupted:
         profile.meta.interrupted = reason
-    profile.add_marker(Marker(f"interrupted: {reason}", time.monotonic_ns(), None,
-                              thread_id if thread_id is not None else threading.get_native_id(),
-                              {"reason": reason}))
+    profile.add_marker(
+        Marker(
+            f"interrupted: {reason}",
+            time.monotonic_ns(),
+            None,
+            thread_id if thread_id is not None else threading.get_native_id(),
+            {"reason": reason},
+        )
+    )
 
 
 def active_sessions() -> list[ProfileSession]:

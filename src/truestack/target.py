@@ -4,6 +4,7 @@
 Shared by `record`, `validate` and `debug`. Problems the user can fix (a
 missing script or module) are raised as `UsageError` before anything runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,12 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
     if target.kind == "module":
         _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
         main_mod.__dict__.update(
-            __name__="__main__", __file__=spec.origin, __spec__=spec,
-            __loader__=spec.loader, __package__=spec.parent, __cached__=None,
+            __name__="__main__",
+            __file__=spec.origin,
+            __spec__=spec,
+            __loader__=spec.loader,
+            __package__=spec.parent,
+            __cached__=None,
         )
         sys.argv = [spec.origin or target.name, *target.args]
         _put_cwd_first()
@@ -87,8 +92,9 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
         with open(path, "rb") as fh:
             source = fh.read()
         code = compile(source, path, "exec", dont_inherit=True)
-        main_mod.__dict__.update(__name__="__main__", __file__=path, __package__=None, __cached__=None,
-                                 __spec__=None, __loader__=None)
+        main_mod.__dict__.update(
+            __name__="__main__", __file__=path, __package__=None, __cached__=None, __spec__=None, __loader__=None
+        )
         sys.argv = [target.name, *target.args]
     main_mod.__dict__["__builtins__"] = __builtins__
     sys.modules["__main__"] = main_mod

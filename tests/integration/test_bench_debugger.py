@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, truestack_env
 
 pytestmark = pytest.mark.timeout(120)

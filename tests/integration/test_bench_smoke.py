@@ -6,11 +6,11 @@ come from full runs documented in docs/accuracy.md.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
 import sys
-import importlib.util
 
 import pytest
 from conftest import REPO, truestack_env

@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from test_debug_support import DebugSession, line_of, write
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,7 +5,6 @@ import re
 import sys
 
 import pytest
-
 from test_debug_support import FIB, DebugSession, line_of, write
 
 pytestmark = pytest.mark.timeout(60)
@@ -97,7 +96,7 @@ def test_until_helpers_display_and_help(tmp_path):
 
     s = DebugSession(["loop.py"], tmp_path)
     s.wait_prompt()
-    out = s.cmd(f"break_at_func('__main__:count')")
+    out = s.cmd("break_at_func('__main__:count')")
     assert "Breakpoint 1 at" in out
     s.cmd("c")
     s.cmd("next()")

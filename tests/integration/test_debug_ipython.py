@@ -5,7 +5,6 @@ import os
 import re
 
 import pytest
-
 from test_debug_support import FIB, DebugSession, line_of, write
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pexpect
-
 from conftest import truestack_env
 
 PROMPT = "(ts) "

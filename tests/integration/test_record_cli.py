@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import run_truestack, truestack_env
+
 from truestack.model import load
 
 SPIN = '''

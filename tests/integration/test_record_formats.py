@@ -9,8 +9,8 @@ import pstats
 import re
 
 import pytest
-
 from conftest import run_truestack
+
 from truestack.model import load
 
 HOT = "hot_function_xyz"

@@ -8,8 +8,8 @@ import pstats
 import struct
 
 import pytest
-
 from conftest import run_truestack
+
 from truestack.model import FORMAT_VERSION, load
 from truestack.model.storage import MAGIC
 

@@ -11,8 +11,8 @@ import time
 
 import pexpect
 import pytest
-
 from conftest import truestack_env
+
 from truestack.model import load
 
 SPIN = '''

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import native_available, run_truestack, truestack_env
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="native extension not built")

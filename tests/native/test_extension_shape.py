@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import truestack
 from conftest import REPO, truestack_env
+
+import truestack
 from truestack import _native, _oracle
 from truestack.samples import FRAME_KINDS
 

@@ -6,7 +6,6 @@ both; the engine must be within 3 points of it.
 from __future__ import annotations
 
 import pytest
-
 from _runner import run_workload
 
 TOLERANCE = 0.03

@@ -1,15 +1,12 @@
 """The extension itself: present, walker output, lifecycle and robustness."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-
 from conftest import truestack_env
 
 

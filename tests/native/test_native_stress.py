@@ -4,7 +4,6 @@ few partial stacks."""
 from __future__ import annotations
 
 import pytest
-
 from _runner import run_workload
 
 

@@ -50,7 +50,7 @@ class Collector:
             self._last_poll = now
             self._take()
 
-    def __enter__(self) -> "Collector":
+    def __enter__(self) -> Collector:
         self.engine.start()
         if not self._inline:
             self._thread.start()

@@ -7,8 +7,8 @@ from profile_factory import SAMPLES, expected_total_count, make_profile, make_re
 
 from truestack.exporters import export
 from truestack.exporters.collapsed import sanitize
-from truestack.model.aggregate import weighted_stack_counts
 from truestack.model import Profile
+from truestack.model.aggregate import weighted_stack_counts
 
 # flamegraph.pl's own line pattern (stackcollapse output -> flamegraph.pl input)
 FLAMEGRAPH_PL_LINE = re.compile(r"^(.*)\s+?(\d+(?:\.\d*)?)$")

@@ -8,9 +8,9 @@ import pytest
 from profile_factory import SAMPLES, T0, expected_total_count, make_profile, make_recursive_profile
 
 from truestack.exporters import export
-from truestack.model.aggregate import weighted_stack_counts
 from truestack.exporters.firefox import PREPROCESSED_PROFILE_VERSION
 from truestack.model import Marker, Profile
+from truestack.model.aggregate import weighted_stack_counts
 from truestack.samples import Frame, Sample
 
 META_REQUIRED = {"interval", "startTime", "processType", "product", "stackwalk", "version",
@@ -38,7 +38,7 @@ def build(profile: Profile) -> dict:
 
 def check_invariants(doc: dict) -> None:
     meta = doc["meta"]
-    assert META_REQUIRED <= set(meta)
+    assert set(meta) >= META_REQUIRED
     assert meta["preprocessedProfileVersion"] == PREPROCESSED_PROFILE_VERSION
     assert doc["libs"] == []
     categories = meta["categories"]
@@ -52,7 +52,7 @@ def check_invariants(doc: dict) -> None:
         for field in schema["data"]:
             assert {"key", "label", "format"} <= set(field)
     for thread in doc["threads"]:
-        assert THREAD_REQUIRED <= set(thread), THREAD_REQUIRED - set(thread)
+        assert set(thread) >= THREAD_REQUIRED, THREAD_REQUIRED - set(thread)
         assert isinstance(thread["pid"], str) and isinstance(thread["tid"], int)
         for table, columns in TABLE_COLUMNS.items():
             t = thread[table]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from profile_factory import SAMPLES, INTERVAL_NS, make_profile, make_recursive_profile
+from profile_factory import INTERVAL_NS, SAMPLES, make_profile, make_recursive_profile
 
 from truestack.exporters import export
 from truestack.model import Profile

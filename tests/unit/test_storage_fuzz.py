@@ -15,7 +15,7 @@ import pytest
 
 from truestack.exporters import export
 from truestack.model import Marker, Profile, ProfileFormatError
-from truestack.model.storage import _PREFIX, MAGIC, FORMAT_VERSION, dumps, read
+from truestack.model.storage import _PREFIX, FORMAT_VERSION, MAGIC, dumps, read
 from truestack.samples import Frame, Sample, SamplerStats
 
 MUTATIONS = 10_000

@@ -6,10 +6,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _truth import Truth, run  # noqa: E402
+import asyncio
+import time
 
-import asyncio  # noqa: E402
-import time  # noqa: E402
+from _truth import Truth, run
 
 UNIT = 3_000
 STEPS = 60

@@ -7,9 +7,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _truth import Truth, run  # noqa: E402
+import random
 
-import random  # noqa: E402
+from _truth import Truth, run
 
 random.seed(7)
 DATA = [random.random() for _ in range(200_000)]

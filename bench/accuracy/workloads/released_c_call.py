@@ -6,10 +6,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _truth import Truth, run  # noqa: E402
+import hashlib
+import zlib
 
-import hashlib  # noqa: E402
-import zlib  # noqa: E402
+from _truth import Truth, run
 
 HASH_BUF = os.urandom(4 << 20)
 ZLIB_BUF = (b"truestack accuracy " * 40_000) + os.urandom(200_000)

@@ -4,9 +4,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _truth import Truth, run  # noqa: E402
+import time
 
-import time  # noqa: E402
+from _truth import Truth, run
 
 
 def sleeper(seconds):

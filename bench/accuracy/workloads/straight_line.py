@@ -10,7 +10,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _truth import Truth, run  # noqa: E402
+from _truth import Truth, run
 
 N_ADDS = 200
 B = 3 ** 120_000

@@ -49,6 +49,8 @@ int ts_layout_init(void) {
     L->source = "compiled headers";
     L->debug_offset_mismatches = 0;
     L->instr_is_index = 0;
+    L->ts_interp = offsetof(PyThreadState, interp);
+    L->main_interp = PyInterpreterState_Main();
 #if PY_VERSION_HEX < 0x030B0000
     L->chain = TS_CHAIN_FRAMEOBJ;
     L->ts_top = offsetof(PyThreadState, frame);

@@ -17,7 +17,7 @@
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
-    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep", "torn",
+    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep", "torn", "subinterpreter",
 };
 const char *const ts_kind_names[TS_NKINDS] = {"python", "native", "shim", "truncated"};
 static const char *const state_names[] = {"unknown", "running", "idle"};

@@ -22,16 +22,18 @@
  * ts_partial_names, exported to Python as PARTIAL_REASONS). */
 enum {
     TS_OK = 0,
-    TS_NO_TSTATE = 1,  /* the thread has no Python thread state */
-    TS_FAULT = 2,      /* a load faulted (torn or freed memory) */
-    TS_BAD_FRAME = 3,  /* a frame pointer failed the plausibility checks */
-    TS_BAD_CODE = 4,   /* a frame's code pointer is not a code object */
-    TS_BAD_OFFSET = 5, /* instruction pointer outside the code object */
-    TS_TOO_DEEP = 6,   /* chain longer than TS_MAX_WALK (cycle?) */
-    TS_TORN = 7,       /* caught mid-update: a suspended generator frame on the
+    TS_NO_TSTATE = 1,    /* the thread has no Python thread state */
+    TS_FAULT = 2,        /* a load faulted (torn or freed memory) */
+    TS_BAD_FRAME = 3,    /* a frame pointer failed the plausibility checks */
+    TS_BAD_CODE = 4,     /* a frame's code pointer is not a code object */
+    TS_BAD_OFFSET = 5,   /* instruction pointer outside the code object */
+    TS_TOO_DEEP = 6,     /* chain longer than TS_MAX_WALK (cycle?) */
+    TS_TORN = 7,         /* caught mid-update: a suspended generator frame on the
                            chain, a chain ending at a generator frame, or no
                            frame behind a torn publication */
-    TS_NREASONS = 8
+    TS_OTHER_INTERP = 8, /* the thread was running a sub-interpreter: not walked (its code
+                             objects have no destroy hook and belong to another GIL) */
+    TS_NREASONS = 9
 };
 extern const char *const ts_partial_names[TS_NREASONS];
 

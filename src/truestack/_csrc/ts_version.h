@@ -24,6 +24,8 @@ typedef struct {
     long cf_current;             /* _PyCFrame.current_frame; -1 when no cframe */
     long cf_previous;            /* _PyCFrame.previous */
     long ts_native_tid;          /* -1 on 3.10 */
+    long ts_interp;              /* PyThreadState.interp */
+    const void *main_interp;     /* the only interpreter whose threads are walked */
     long ts_chunk, ts_stack_top; /* datastack_chunk / datastack_top; -1 on 3.10 */
     long chunk_previous, chunk_size, chunk_data;
     /* frames */

@@ -229,6 +229,14 @@ TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_res
         res->partial = TS_NO_TSTATE;
         return;
     }
+    /* Only the main interpreter's frames are walked: a sub-interpreter's code
+     * objects die without our destroy hook and belong to another GIL. */
+    int fault = 0;
+    uint64_t interp = ts_load((uintptr_t)tstate + (uintptr_t)ts_L.ts_interp, &fault);
+    if (fault || interp != (uint64_t)(uintptr_t)ts_L.main_interp) {
+        res->partial = fault ? TS_FAULT : TS_OTHER_INTERP;
+        return;
+    }
     if (ts_L.chain == TS_CHAIN_FRAMEOBJ)
         walk_frameobjects((uintptr_t)tstate, out, max, res);
     else

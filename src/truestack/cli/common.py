@@ -3,6 +3,7 @@
 `cli/*` modules import nothing from each other except this module (an
 import contract checks it).
 """
+
 from __future__ import annotations
 
 import argparse

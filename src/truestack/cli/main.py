@@ -3,6 +3,7 @@
 Each subcommand module exposes `add_parser(subparsers)` (which registers its
 arguments and sets `func=run`) and `run(args) -> int`.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ Decisions where py-spy users have expectations (the run itself is
   them. A `.tsp` profile always keeps them (with the choice recorded), so
   `truestack report` can still show either view.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,26 +31,52 @@ DEFAULT_TOP = 10
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "record", help="run a program and record its profile",
+        "record",
+        help="run a program and record its profile",
         usage="truestack record [options] script.py [args...]\n       truestack record [options] -m module [args...]",
-        description="Run a Python program in this process under the sampling profiler and write its profile.")
+        description="Run a Python program in this process under the sampling profiler and write its profile.",
+    )
     p.add_argument("-o", "--output", help="output file (default: truestack-<script>-<time>.<ext> here)")
-    p.add_argument("-f", "--format", help=f"output format: {', '.join(exporters.FORMATS)} "
-                                          "(default: from the output's extension, else flamegraph)")
+    p.add_argument(
+        "-f",
+        "--format",
+        help=f"output format: {', '.join(exporters.FORMATS)} (default: from the output's extension, else flamegraph)",
+    )
     p.add_argument("--mode", choices=("cpu", "wall"), default="cpu", help="cpu (default) or wall time")
     p.add_argument("--rate", default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
-    p.add_argument("--duration", type=positive_float, metavar="SECONDS",
-                   help="stop sampling after this long, write the profile, then stop the program (like py-spy)")
-    p.add_argument("--max-depth", type=non_negative_int, default=DEFAULT_MAX_DEPTH, metavar="N",
-                   help=f"deepest stack kept, frames nearest the leaf first (default {DEFAULT_MAX_DEPTH})")
+    p.add_argument(
+        "--duration",
+        type=positive_float,
+        metavar="SECONDS",
+        help="stop sampling after this long, write the profile, then stop the program (like py-spy)",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=non_negative_int,
+        default=DEFAULT_MAX_DEPTH,
+        metavar="N",
+        help=f"deepest stack kept, frames nearest the leaf first (default {DEFAULT_MAX_DEPTH})",
+    )
     p.add_argument("--function-level", action="store_true", help="merge lines: one node per function")
-    p.add_argument("--include-idle", action="store_true",
-                   help="wall mode: keep samples of sleeping/blocked threads (left out by default, like py-spy)")
-    p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto",
-                   help="auto (native if available, else safepoint), native, or safepoint")
+    p.add_argument(
+        "--include-idle",
+        action="store_true",
+        help="wall mode: keep samples of sleeping/blocked threads (left out by default, like py-spy)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default="auto",
+        help="auto (native if available, else safepoint), native, or safepoint",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary; only errors")
-    p.add_argument("--summary-top", type=non_negative_int, default=DEFAULT_TOP, metavar="N",
-                   help=f"rows of the method table in the summary (default {DEFAULT_TOP}; 0 for none)")
+    p.add_argument(
+        "--summary-top",
+        type=non_negative_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"rows of the method table in the summary (default {DEFAULT_TOP}; 0 for none)",
+    )
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -71,8 +98,20 @@ def make_plan(args: argparse.Namespace) -> Plan:
     output = args.output or default_output_name(target.stem, fmt)
     check_output_path(output)
     # Absolute: the program may chdir before the profile is written.
-    return Plan(target, fmt, os.path.abspath(output), args.mode, rate_hz, args.engine, args.max_depth,
-                args.duration, args.function_level, args.include_idle, args.quiet, args.summary_top)
+    return Plan(
+        target,
+        fmt,
+        os.path.abspath(output),
+        args.mode,
+        rate_hz,
+        args.engine,
+        args.max_depth,
+        args.duration,
+        args.function_level,
+        args.include_idle,
+        args.quiet,
+        args.summary_top,
+    )
 
 
 def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:

@@ -8,6 +8,7 @@
 Wall-mode idle samples are left out unless the profile was recorded with
 `--include-idle` or `--include-idle` is given here (as in `record`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,11 +23,14 @@ from ..recording.output import check_output_path, export_and_write, output_view,
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "report", help="show or convert a saved profile (.tsp)",
-        description="Print the method table of a saved truestack profile, or convert it to another format.")
+        "report",
+        help="show or convert a saved profile (.tsp)",
+        description="Print the method table of a saved truestack profile, or convert it to another format.",
+    )
     p.add_argument("profile", metavar="PROFILE", help="a profile saved by truestack (.tsp)")
-    p.add_argument("-f", "--format", help=f"convert to: {', '.join(exporters.FORMATS)} "
-                                          "(default: from the output's extension)")
+    p.add_argument(
+        "-f", "--format", help=f"convert to: {', '.join(exporters.FORMATS)} (default: from the output's extension)"
+    )
     p.add_argument("-o", "--output", help="write the conversion here (default: stdout)")
     p.add_argument("--function-level", action="store_true", help="merge lines: one node per function")
     p.add_argument("--include-idle", action="store_true", help="wall mode: keep idle samples")

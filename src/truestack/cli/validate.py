@@ -1,4 +1,5 @@
 """`truestack validate [options] script.py [args]` / `-m module [args]`."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,18 +18,38 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "validate",
         help="run a program and measure how often the native walker's stacks are wrong",
         description="Run a program under the layered oracle: the walker is checked against the frame chain "
-                    "at function entries and against event-kept shadow stacks at random signals.",
+        "at function entries and against event-kept shadow stacks at random signals.",
     )
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
-    p.add_argument("--sync-every", type=int, default=25, metavar="N",
-                   help="synchronous check at every Nth function entry per thread (0: off; default 25)")
-    p.add_argument("--rate", type=float, default=2000.0, metavar="HZ",
-                   help="random signals per second for the asynchronous layer (0: off; default 2000)")
+    p.add_argument(
+        "--sync-every",
+        type=int,
+        default=25,
+        metavar="N",
+        help="synchronous check at every Nth function entry per thread (0: off; default 25)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=2000.0,
+        metavar="HZ",
+        help="random signals per second for the asynchronous layer (0: off; default 2000)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed of the signal timing (default: random)")
-    p.add_argument("--max-error", type=float, default=0.5, metavar="PCT",
-                   help="exit 1 when the error rate exceeds this percentage (default 0.5)")
-    p.add_argument("--min-checks", type=int, default=200, metavar="N",
-                   help="exit 1 (INCONCLUSIVE) with fewer walker checks than this (default 200)")
+    p.add_argument(
+        "--max-error",
+        type=float,
+        default=0.5,
+        metavar="PCT",
+        help="exit 1 when the error rate exceeds this percentage (default 0.5)",
+    )
+    p.add_argument(
+        "--min-checks",
+        type=int,
+        default=200,
+        metavar="N",
+        help="exit 1 (INCONCLUSIVE) with fewer walker checks than this (default 200)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the report (JSON with --json) to FILE")
     # Test-only: damage the walker's results to prove the oracle catches it.
@@ -87,9 +108,15 @@ def run(args: argparse.Namespace) -> int:
     raw = oracle.stop()
     sys.stdout.flush()
     result = ValidationResult.from_native(
-        raw, oracle.examples, target=target.describe(), target_status=status,
-        python=platform.python_version(), max_error=args.max_error / 100.0, min_checks=args.min_checks,
-        settings=settings.as_dict(), duration_s=time.monotonic() - t0,
+        raw,
+        oracle.examples,
+        target=target.describe(),
+        target_status=status,
+        python=platform.python_version(),
+        max_error=args.max_error / 100.0,
+        min_checks=args.min_checks,
+        settings=settings.as_dict(),
+        duration_s=time.monotonic() - t0,
     )
     text = render_json(result) if args.json else render_text(result)
     if args.json:

@@ -1,4 +1,5 @@
 """Process-wide debugger instance and the public entry points."""
+
 from __future__ import annotations
 
 import sys
@@ -33,11 +34,11 @@ def set_trace(frame: types.FrameType | None = None, *, header: str | None = None
     debugger.set_trace(frame or sys._getframe(1))
 
 
-def breakpoint(*args, **kwargs) -> None:  # noqa: A001 - the name PYTHONBREAKPOINT expects
+def breakpoint(*args: object, **kwargs: object) -> None:
     """sys.breakpointhook: `PYTHONBREAKPOINT=truestack.debug.breakpoint`."""
     debugger = get_debugger()
     header = kwargs.get("header")
-    if header:
+    if isinstance(header, str) and header:
         debugger.message(header)
     debugger.set_trace(sys._getframe(1))
 
@@ -49,4 +50,5 @@ def post_mortem(tb: types.TracebackType | None = None) -> None:
         tb = exc.__traceback__ if exc is not None else getattr(sys, "last_traceback", None)
     if tb is None:
         raise ValueError("post_mortem() needs a traceback or an exception being handled")
-    get_debugger().post_mortem(tb, exc if exc is not None else getattr(sys, "last_value", None))
+    value = exc if exc is not None else getattr(sys, "last_value", None)
+    get_debugger().post_mortem(tb, value if isinstance(value, BaseException) else RuntimeError("no exception"))

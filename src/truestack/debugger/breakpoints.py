@@ -4,6 +4,7 @@ Breakpoints are keyed by canonical file name and line, so they apply to every
 code object compiled from that file (including ones not created yet). Backends
 ask `code_has_breaks(code)` once per code object to decide whether to trace it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -12,7 +13,9 @@ import linecache
 import os
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class BreakpointError(Exception):
@@ -46,7 +49,7 @@ def code_lines(code: types.CodeType) -> frozenset[int]:
     return lines
 
 
-def _all_code(code: types.CodeType):
+def _all_code(code: types.CodeType) -> Iterator[types.CodeType]:
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -98,7 +101,7 @@ def find_code_in_file(filename: str, qualname: str) -> types.CodeType | None:
     except (SyntaxError, ValueError):
         return None
 
-    def walk(code: types.CodeType, prefix: str):
+    def walk(code: types.CodeType, prefix: str) -> types.CodeType | None:
         for const in code.co_consts:
             if isinstance(const, types.CodeType):
                 name = getattr(const, "co_qualname", prefix + const.co_name)
@@ -113,7 +116,9 @@ def find_code_in_file(filename: str, qualname: str) -> types.CodeType | None:
     return walk(top, "")
 
 
-def resolve_function(spec: object, namespace: dict | None = None, filename: str | None = None) -> types.CodeType:
+def resolve_function(
+    spec: object, namespace: dict[str, Any] | None = None, filename: str | None = None
+) -> types.CodeType:
     """Code object of a function given as an object, 'module:qualname', or a name
     visible in `namespace` (the stopped frame's globals and locals) or defined
     in `filename` (the current file)."""
@@ -125,11 +130,12 @@ def resolve_function(spec: object, namespace: dict | None = None, filename: str 
             if module is None:
                 try:
                     module = importlib.import_module(modname)
-                except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix
+                except Exception as exc:
                     raise BreakpointError(f"cannot import module {modname!r}: {exc}") from None
             obj, path = module, qualname
-            if not hasattr(module, qualname.partition(".")[0]) and getattr(module, "__file__", None):
-                code = find_code_in_file(module.__file__, qualname)
+            module_file = getattr(module, "__file__", None)
+            if not hasattr(module, qualname.partition(".")[0]) and module_file:
+                code = find_code_in_file(module_file, qualname)
                 if code is not None:
                     return code
         else:
@@ -139,8 +145,7 @@ def resolve_function(spec: object, namespace: dict | None = None, filename: str 
                 if code is not None:
                     return code
             if namespace is None or head not in namespace:
-                raise BreakpointError(
-                    f"no function named {head!r} here (use 'module:qualname' or pass the function)")
+                raise BreakpointError(f"no function named {head!r} here (use 'module:qualname' or pass the function)")
             obj = namespace[head]
         for part in filter(None, path.split(".")):
             try:
@@ -199,8 +204,15 @@ class BreakpointTable:
         except (KeyError, ValueError, TypeError):
             raise BreakpointError(f"no breakpoint number {bp_id}") from None
 
-    def add(self, file: str, line: int, cond: str | None = None, temporary: bool = False,
-            func: str | None = None, exact: bool = False) -> tuple[Breakpoint, int | None]:
+    def add(
+        self,
+        file: str,
+        line: int,
+        cond: str | None = None,
+        temporary: bool = False,
+        func: str | None = None,
+        exact: bool = False,
+    ) -> tuple[Breakpoint, int | None]:
         """Add a breakpoint; returns it and the requested line when it had to move."""
         cond_code = None
         if cond:
@@ -252,4 +264,4 @@ class BreakpointTable:
 
     def code_has_breaks(self, code: types.CodeType) -> bool:
         lines = self.lines_in(code.co_filename)
-        return bool(lines) and not code_lines(code).isdisjoint(lines)
+        return bool(lines) and not code_lines(code).isdisjoint(lines or ())

@@ -5,6 +5,7 @@ fits that command's syntax; everything else is Python. So `n` steps over but
 `n + 1` or `n = 3` is Python, `p x` prints but `p(x)` calls p. A leading `!`
 forces Python.
 """
+
 from __future__ import annotations
 
 import re

@@ -6,6 +6,7 @@ decides whether to stop and then calls the bdb/pdb-style hooks
 overrides. A front end resumes the program by calling one of the `set_*`
 methods from inside `user_line` before returning.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -17,7 +18,15 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from .breakpoints import Breakpoint, BreakpointError, BreakpointTable, canonic, first_body_line, resolve_file, resolve_function
+from .breakpoints import (
+    Breakpoint,
+    BreakpointError,
+    BreakpointTable,
+    canonic,
+    first_body_line,
+    resolve_file,
+    resolve_function,
+)
 
 COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +48,7 @@ class StepState:
     out   - the caller of `frame`, after it returns
     first - the first line of code object `code` (stop before the program starts)
     """
+
     mode: str
     frame: types.FrameType | None = None
     code: types.CodeType | None = None
@@ -50,6 +60,7 @@ class StepState:
 @dataclass
 class Stop:
     """Why the program stopped; passed to `user_line`."""
+
     reason: str  # breakpoint | step | entry | breakpoint() | interrupt | return | post-mortem
     thread: threading.Thread = field(default_factory=threading.current_thread)
     breakpoint: Breakpoint | None = None
@@ -87,8 +98,9 @@ class Debugger:
         self.message(f"*** {text}")
 
     # ------------------------------------------------------ breakpoints
-    def set_break(self, file: str, line: int, cond: str | None = None, temporary: bool = False,
-                  func: str | None = None) -> Breakpoint:
+    def set_break(
+        self, file: str, line: int, cond: str | None = None, temporary: bool = False, func: str | None = None
+    ) -> Breakpoint:
         """Raises BreakpointError for an unknown file or a line past the code."""
         bp, moved_from = self.breaks.add(resolve_file(file), int(line), cond, temporary, func)
         note = f" (line {moved_from} has no code; moved to line {bp.line})" if moved_from else ""
@@ -96,9 +108,15 @@ class Debugger:
         self.backend.refresh()
         return bp
 
-    def set_func_break(self, func: object, line: int | None = None, cond: str | None = None,
-                       temporary: bool = False, namespace: dict | None = None,
-                       filename: str | None = None) -> Breakpoint:
+    def set_func_break(
+        self,
+        func: object,
+        line: int | None = None,
+        cond: str | None = None,
+        temporary: bool = False,
+        namespace: dict[str, Any] | None = None,
+        filename: str | None = None,
+    ) -> Breakpoint:
         code = resolve_function(func, namespace, filename)
         if line is None:
             line = first_body_line(code)
@@ -122,9 +140,8 @@ class Debugger:
                 try:
                     if not eval(bp.cond_code, frame.f_globals, frame.f_locals):
                         continue
-                except Exception as exc:  # noqa: BLE001 - like pdb: a failing condition stops
-                    self.error(f"error in condition of breakpoint {bp.id} ({bp.cond}): "
-                               f"{type(exc).__name__}: {exc}")
+                except Exception as exc:
+                    self.error(f"error in condition of breakpoint {bp.id} ({bp.cond}): {type(exc).__name__}: {exc}")
             bp.hits += 1
             if self.skip_count > 0:
                 self.skip_count -= 1
@@ -304,4 +321,4 @@ class Debugger:
         self.backend.refresh()
 
 
-__all__ = ["Debugger", "DebuggerQuit", "Stop", "StepState", "BreakpointError"]
+__all__ = ["BreakpointError", "Debugger", "DebuggerQuit", "StepState", "Stop"]

@@ -7,16 +7,18 @@ every changed name is written back where it came from: locals into the frame
 (PyFrame_LocalsToFast before 3.13, the write-through f_locals proxy on 3.13),
 globals into the module, new names into a scratch dict kept for the session.
 """
+
 from __future__ import annotations
 
 import ctypes
 import sys
 import types
+from typing import Any
 
 _MISSING = object()
 
 
-def write_locals(frame: types.FrameType, changes: dict) -> None:
+def write_locals(frame: types.FrameType, changes: dict[str, Any]) -> None:
     if not changes:
         return
     if sys.version_info >= (3, 13):
@@ -32,21 +34,21 @@ def write_locals(frame: types.FrameType, changes: dict) -> None:
 class FrameNamespace:
     """The merged namespace for one piece of shell input, and its write-back."""
 
-    def __init__(self, frame: types.FrameType, helpers: dict, scratch: dict) -> None:
+    def __init__(self, frame: types.FrameType, helpers: dict[str, Any], scratch: dict[str, Any]) -> None:
         self.frame = frame
         self.scratch = scratch
         self.glob = frame.f_globals
         loc = frame.f_locals
         self.module_level = loc is self.glob
         self.loc = dict(loc)
-        ns: dict = dict(scratch)
+        ns: dict[str, Any] = dict(scratch)
         ns.update(helpers)
         ns.update(self.glob)
         ns.update(self.loc)
         self.ns = ns
         self.before = dict(ns)
 
-    def commit(self, ns: dict | None = None) -> None:
+    def commit(self, ns: dict[str, Any] | None = None) -> None:
         """Write changed names back where they came from (see module docstring)."""
         ns = self.ns if ns is None else ns
         glob, loc, scratch, before = self.glob, self.loc, self.scratch, self.before
@@ -69,7 +71,7 @@ class FrameNamespace:
         self.before = dict(ns)
 
 
-def run_in_frame(code: types.CodeType, frame: types.FrameType, helpers: dict, scratch: dict):
+def run_in_frame(code: types.CodeType, frame: types.FrameType, helpers: dict[str, Any], scratch: dict[str, Any]) -> Any:
     """exec/eval `code` as if typed in `frame`; returns the value for 'eval' code."""
     view = FrameNamespace(frame, helpers, scratch)
     try:

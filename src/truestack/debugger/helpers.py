@@ -1,11 +1,13 @@
 """Functions available in the debugger shell. Their docstrings are what
 `help()` shows; the pdb-style short commands call the same functions."""
+
 from __future__ import annotations
 
 import builtins
 import functools
 import inspect
 import os
+from typing import Any
 
 from .breakpoints import BreakpointError
 
@@ -25,14 +27,35 @@ def _reports_errors(method):
 
 
 class Helpers:
-    NAMES = ("cont", "step", "next", "step_out", "until", "break_at_line", "break_at_func",
-             "remove_break", "breaks", "disable", "enable", "where", "up", "down", "frame",
-             "context", "show_function", "display", "undisplay", "skip_breaks", "exit", "help")
+    NAMES = (
+        "cont",
+        "step",
+        "next",
+        "step_out",
+        "until",
+        "break_at_line",
+        "break_at_func",
+        "remove_break",
+        "breaks",
+        "disable",
+        "enable",
+        "where",
+        "up",
+        "down",
+        "frame",
+        "context",
+        "show_function",
+        "display",
+        "undisplay",
+        "skip_breaks",
+        "exit",
+        "help",
+    )
 
     def __init__(self, shell) -> None:
         self.shell = shell
 
-    def namespace(self) -> dict:
+    def namespace(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.NAMES}
 
     # ------------------------------------------------------------ running
@@ -68,8 +91,9 @@ class Helpers:
 
     # -------------------------------------------------------- breakpoints
     @_reports_errors
-    def break_at_line(self, file: str | None = None, line: int | None = None, cond: str | None = None,
-                      temporary: bool = False):
+    def break_at_line(
+        self, file: str | None = None, line: int | None = None, cond: str | None = None, temporary: bool = False
+    ):
         """Set a breakpoint at `file`:`line` (file defaults to the current one).
 
         `cond` is a Python expression evaluated in the frame; the breakpoint
@@ -85,16 +109,14 @@ class Helpers:
         return self.shell.set_break(file, int(line), cond, temporary).id
 
     @_reports_errors
-    def break_at_func(self, func, line: int | None = None, cond: str | None = None,
-                      temporary: bool = False):
+    def break_at_func(self, func, line: int | None = None, cond: str | None = None, temporary: bool = False):
         """Set a breakpoint in a function: a function object, 'module:qualname',
         or a name visible in the current frame. Without `line` it stops at the
         first line of the body. Returns the breakpoint id."""
         frame = self.shell.current_frame
         namespace = {**frame.f_globals, **frame.f_locals} if frame is not None else {}
         filename = frame.f_code.co_filename if frame is not None else None
-        return self.shell.set_func_break(func, line, cond, temporary, namespace=namespace,
-                                         filename=filename).id
+        return self.shell.set_func_break(func, line, cond, temporary, namespace=namespace, filename=filename).id
 
     @_reports_errors
     def remove_break(self, bp_id: int) -> None:

@@ -5,6 +5,7 @@ and changed names are written back after every cell; helpers are in the
 namespace; pdb-style short commands are rewritten into calls before IPython
 compiles them. A resume helper (cont(), n, ...) ends IPython's loop.
 """
+
 from __future__ import annotations
 
 from .commands import parse
@@ -32,8 +33,9 @@ class IPythonRepl:
         self.debugger = debugger
         self.view: FrameNamespace | None = None
         simple = not debugger.color  # no colour wanted: no fancy prompt_toolkit UI either
-        self.shell = InteractiveShellEmbed(banner1="", exit_msg="", confirm_exit=False,
-                                           display_banner=False, simple_prompt=simple)
+        self.shell = InteractiveShellEmbed(
+            banner1="", exit_msg="", confirm_exit=False, display_banner=False, simple_prompt=simple
+        )
         self.shell.events.register("post_run_cell", self._commit)
         self.shell.input_transformers_cleanup.append(self._short_commands)
 
@@ -58,9 +60,14 @@ class IPythonRepl:
 
     def _commit(self, result=None) -> None:
         if self.view is not None:
-            live = {k: v for k, v in self.shell.user_ns.items()
-                    if k not in self.shell.user_ns_hidden and k != _COMMAND_HOOK and not k.startswith("_i")
-                    and k not in ("_", "__", "___", "_oh", "_dh", "In", "Out", "exit", "quit", "get_ipython")}
+            live = {
+                k: v
+                for k, v in self.shell.user_ns.items()
+                if k not in self.shell.user_ns_hidden
+                and k != _COMMAND_HOOK
+                and not k.startswith("_i")
+                and k not in ("_", "__", "___", "_oh", "_dh", "In", "Out", "exit", "quit", "get_ipython")
+            }
             self.view.commit(live)
         if self.debugger._resume is not None:
             self.stop_loop()

@@ -8,19 +8,24 @@ call. Code objects with breakpoints get local LINE events, and lines without
 a breakpoint are DISABLEd too, so only breakpoint lines call back. Any change
 (new breakpoint, stepping) calls restart_events() to re-arm everything.
 """
+
 from __future__ import annotations
 
 import sys
 import types
+from typing import TYPE_CHECKING
 
-mon = sys.monitoring
+if TYPE_CHECKING:
+    from .core import Debugger
+
+mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+: this module is imported only there
 E = mon.events
 DISABLE = mon.DISABLE
 _LOCAL_STEP = E.LINE | E.PY_RETURN | E.PY_YIELD
 
 
 class MonitoringBackend:
-    def __init__(self, core) -> None:
+    def __init__(self, core: Debugger) -> None:
         self.core = core
         self.tool: int | None = None
         self._local: dict[types.CodeType, int] = {}  # code -> local events we set
@@ -73,7 +78,7 @@ class MonitoringBackend:
         wanted: dict[types.CodeType, int] = {}
         candidates = set(self._local)
         for top in sys._current_frames().values():
-            frame = top
+            frame: types.FrameType | None = top
             while frame is not None:
                 candidates.add(frame.f_code)
                 frame = frame.f_back
@@ -95,13 +100,13 @@ class MonitoringBackend:
         mon.restart_events()
 
     # -------------------------------------------------------- callbacks
-    def _on_start(self, code: types.CodeType, offset: int):
+    def _on_start(self, code: types.CodeType, offset: int) -> object:
         if code not in self._local and self.core.code_wanted(code):
             self._local[code] = E.LINE
             mon.set_local_events(self.tool, code, E.LINE)
         return DISABLE
 
-    def _on_line(self, code: types.CodeType, line: int):
+    def _on_line(self, code: types.CodeType, line: int) -> object:
         core = self.core
         if not core.steps:
             lines = core.breaks.lines_in(code.co_filename)
@@ -115,15 +120,15 @@ class MonitoringBackend:
         core.on_line(sys._getframe(1), line)
         return None
 
-    def _on_return(self, code: types.CodeType, offset: int, value):
+    def _on_return(self, code: types.CodeType, offset: int, value: object) -> None:
         if self.core.steps:
             self.core.on_return(sys._getframe(1), value)
 
-    def _on_yield(self, code: types.CodeType, offset: int, value):
+    def _on_yield(self, code: types.CodeType, offset: int, value: object) -> None:
         if self.core.steps:
             self.core.on_return(sys._getframe(1), value, is_yield=True)
 
-    def _on_unwind(self, code: types.CodeType, offset: int, exc):
+    def _on_unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> None:
         if self.core.steps:
             self.core.on_return(sys._getframe(1), None)
 

@@ -1,4 +1,5 @@
 """Running a program under the debugger (what `truestack debug` does)."""
+
 from __future__ import annotations
 
 import os
@@ -6,6 +7,8 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
+from types import FrameType
 
 from ..target import Target, exit_code_of, load_target
 from . import api
@@ -34,7 +37,7 @@ def run(target: Target, stop: bool = True, post_mortem: bool = True, shell: str 
         status = 0
     except SystemExit as exc:
         status = exit_code_of(exc)
-    except BaseException as exc:  # noqa: BLE001 - the user's uncaught exception
+    except BaseException as exc:
         if not debugger.quitting:
             debugger.shutdown()
             _print_traceback(exc)
@@ -54,8 +57,8 @@ def run(target: Target, stop: bool = True, post_mortem: bool = True, shell: str 
     return status
 
 
-def _sigint_handler(debugger: ConsoleDebugger):
-    def handler(signum, frame):
+def _sigint_handler(debugger: ConsoleDebugger) -> Callable[[int, FrameType | None], None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
         if getattr(debugger._tls, "busy", False) or debugger.quitting:
             raise KeyboardInterrupt  # in the shell: cancel the line being typed
         debugger.message("\nInterrupted: stopping at the next line")

@@ -6,20 +6,30 @@ or frames a stepping thread cares about, and None for everything else, so
 untouched functions pay one cheap call per invocation and no line events.
 Nothing is installed while no breakpoint exists and nobody steps.
 """
+
 from __future__ import annotations
 
 import dis
 import sys
 import threading
 import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core import Debugger
 
 _YIELD = dis.opmap["YIELD_VALUE"]
 _YIELD_FROM = dis.opmap.get("YIELD_FROM", -1)  # 3.10 `await`/`yield from`
 _RESUME = dis.opmap.get("RESUME", -1)
 
 
+# A trace function as sys.settrace takes it (typeshed spells it TraceFunction).
+TraceFn = Callable[[types.FrameType, str, Any], "TraceFn | None"]
+
+
 class SettraceBackend:
-    def __init__(self, core) -> None:
+    def __init__(self, core: Debugger) -> None:
         self.core = core
         self.installed = False
         self._wanted: dict[types.CodeType, bool] = {}
@@ -32,7 +42,7 @@ class SettraceBackend:
         if not core.breaks and not core.steps:
             if self.installed:
                 sys.settrace(None)
-                threading.settrace(None)  # type: ignore[arg-type]
+                threading.settrace(None)  # type: ignore[arg-type, unused-ignore]  # typeshed <3.12 wants a callable
                 self.installed = False
             return
         self.installed = True
@@ -40,14 +50,14 @@ class SettraceBackend:
         sys.settrace(self._global)
         # Frames already running never see a 'call' event again: hook them directly.
         for tid, top in sys._current_frames().items():
-            frame = top
+            frame: types.FrameType | None = top
             while frame is not None:
                 if frame.f_trace is None and core.frame_wanted(frame, tid):
                     frame.f_trace = self._local
                     frame.f_trace_lines = True
                 frame = frame.f_back
 
-    def _make_global(self):
+    def _make_global(self) -> TraceFn:
         # A closure over locals, not a bound method: this runs on every call of
         # every function while a breakpoint exists, so each lookup counts.
         core = self.core
@@ -57,7 +67,7 @@ class SettraceBackend:
         frame_wanted = core.frame_wanted
         local = self._local
 
-        def global_trace(frame: types.FrameType, event: str, arg):
+        def global_trace(frame: types.FrameType, event: str, arg: Any) -> TraceFn | None:
             code = frame.f_code
             wanted = wanted_get(code)
             if wanted is None:
@@ -68,14 +78,14 @@ class SettraceBackend:
 
         return global_trace
 
-    def _make_local(self):
+    def _make_local(self) -> TraceFn:
         core = self.core
         steps = core.steps  # mutated in place, never rebound
         lines_in = core.breaks.lines_in
         on_line = core.on_line
         on_break_line = core.on_break_line
 
-        def local_trace(frame: types.FrameType, event: str, arg):
+        def local_trace(frame: types.FrameType, event: str, arg: Any) -> TraceFn:
             if event == "line":
                 if steps:
                     on_line(frame, frame.f_lineno)

@@ -4,10 +4,12 @@
 goes through `message`/`error`, so another front end (remote, GUI) can
 subclass it and only replace I/O.
 """
+
 from __future__ import annotations
 
 import builtins
 import codeop
+import contextlib
 import linecache
 import os
 import pprint
@@ -15,12 +17,16 @@ import re
 import sys
 import traceback
 import types
+from typing import TYPE_CHECKING, Any
 
 from .commands import parse, split_break_arg
 from .core import Debugger, Stop
 from .frame_eval import run_in_frame
 from .helpers import Helpers
 from .source import color_wanted, format_lines
+
+if TYPE_CHECKING:
+    from .ipython_shell import IPythonRepl
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -34,12 +40,12 @@ class ConsoleDebugger(Debugger):
         super().__init__()
         # "python" (built in) or "ipython"; TRUESTACK_SHELL covers breakpoint()/set_trace() users.
         self.shell_name = shell or os.environ.get("TRUESTACK_SHELL", "python")
-        self._ipython = None
+        self._ipython: IPythonRepl | None = None
         self.stdin = stdin or sys.stdin
         self.stdout = stdout or sys.stdout
         self.color = color_wanted(self.stdout)
         self.helpers = Helpers(self)
-        self.scratch: dict = {}
+        self.scratch: dict[str, Any] = {}
         self.displays: list[str] = []
         self.stack: list[tuple[types.FrameType, int]] = []
         self.index = 0
@@ -67,9 +73,10 @@ class ConsoleDebugger(Debugger):
     def user_exception(self, tb: types.TracebackType, exc: BaseException) -> None:
         self._post_mortem = True
         entries = []
-        while tb is not None:
-            entries.append((tb.tb_frame, tb.tb_lineno))
-            tb = tb.tb_next
+        walk: types.TracebackType | None = tb
+        while walk is not None:
+            entries.append((walk.tb_frame, walk.tb_lineno))
+            walk = walk.tb_next
         self._set_stack(entries)
         if not self.stack:
             return
@@ -96,7 +103,9 @@ class ConsoleDebugger(Debugger):
             name, value = stop.returned
             self.message(f"{name}() returned {_safe_repr(value)}")
         reason = {
-            "breakpoint": lambda: f"breakpoint {stop.breakpoint.id}, hit {stop.breakpoint.hits}",
+            "breakpoint": lambda: (
+                f"breakpoint {stop.breakpoint.id}, hit {stop.breakpoint.hits}" if stop.breakpoint else "breakpoint"
+            ),
             "post-mortem": lambda: f"post-mortem: {type(stop.exception).__name__}: {stop.exception}",
         }.get(stop.reason, lambda: stop.reason)()
         if stop.thread.name != "MainThread":
@@ -114,8 +123,15 @@ class ConsoleDebugger(Debugger):
     def show_source(self, filename: str, first: int, last: int, current: int | None, frame) -> None:
         lines = self.breaks.lines_in(filename) or {}
         breaks = {line for line, bps in lines.items() if any(bp.enabled for bp in bps)}
-        for text in format_lines(filename, first, last, current, breaks, self.color,
-                                 module_globals=frame.f_globals if frame is not None else None):
+        for text in format_lines(
+            filename,
+            first,
+            last,
+            current,
+            breaks,
+            self.color,
+            module_globals=frame.f_globals if frame is not None else None,
+        ):
             self.message(text)
 
     def source_line(self, frame: types.FrameType, line: int) -> str:
@@ -125,7 +141,7 @@ class ConsoleDebugger(Debugger):
         for expr in exprs:
             try:
                 value = _safe_repr(self._eval(expr))
-            except Exception as exc:  # noqa: BLE001 - shown, not raised
+            except Exception as exc:
                 value = f"<{type(exc).__name__}: {exc}>"
             self.message(f"display {expr}: {value}")
 
@@ -153,7 +169,7 @@ class ConsoleDebugger(Debugger):
         elif kind == "step_out" and frame is not None:
             self.set_return(frame)
         elif kind == "until" and frame is not None:
-            self.set_until(frame, int(arg) if arg is not None else line + 1)
+            self.set_until(frame, int(str(arg)) if arg is not None else line + 1)
         elif kind == "quit":
             self.set_quit()
         else:
@@ -165,10 +181,8 @@ class ConsoleDebugger(Debugger):
         if self.stdin is sys.stdin and sys.stdin.isatty():
             if not self._readline_tried:
                 self._readline_tried = True
-                try:
+                with contextlib.suppress(ImportError):
                     import readline  # noqa: F401 - line editing and history for input()
-                except ImportError:
-                    pass
             return input(prompt)
         self.stdout.write(prompt)
         self.stdout.flush()
@@ -231,7 +245,7 @@ class ConsoleDebugger(Debugger):
         sys.displayhook = self._displayhook
         try:
             return run_in_frame(code, self.current_frame, self.helpers.namespace(), self.scratch)
-        except BaseException as exc:  # noqa: BLE001 - the session goes on
+        except BaseException as exc:
             self._show_exception(exc)
             return None
         finally:
@@ -245,7 +259,10 @@ class ConsoleDebugger(Debugger):
 
     def _eval(self, expr: str) -> object:
         code = compile(expr, "<debug>", "eval")
-        return run_in_frame(code, self.current_frame, self.helpers.namespace(), self.scratch)
+        frame = self.current_frame
+        if frame is None:
+            raise RuntimeError("no frame to evaluate in")
+        return run_in_frame(code, frame, self.helpers.namespace(), self.scratch)
 
     def _show_exception(self, exc: BaseException) -> None:
         tb = exc.__traceback__
@@ -257,8 +274,15 @@ class ConsoleDebugger(Debugger):
     # ---------------------------------------------------------- commands
     def _run_command(self, name: str, arg: str) -> None:
         h = self.helpers
-        simple = {"cont": h.cont, "step": h.step, "next": h.next, "step_out": h.step_out,
-                  "where": h.where, "longlist": h.show_function, "quit": h.exit}
+        simple = {
+            "cont": h.cont,
+            "step": h.step,
+            "next": h.next,
+            "step_out": h.step_out,
+            "where": h.where,
+            "longlist": h.show_function,
+            "quit": h.exit,
+        }
         if name in simple:
             simple[name]()
         elif name == "until":
@@ -284,7 +308,7 @@ class ConsoleDebugger(Debugger):
         elif name in ("p", "pp"):
             try:
                 value = self._eval(arg)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 self.message(f"*** {type(exc).__name__}: {exc}")
                 return
             self.message(pprint.pformat(value) if name == "pp" else _safe_repr(value))
@@ -330,5 +354,5 @@ def _callers(frame: types.FrameType | None):
 def _safe_repr(value: object) -> str:
     try:
         return repr(value)
-    except Exception as exc:  # noqa: BLE001 - a broken __repr__ must not end the session
+    except Exception as exc:
         return f"<repr failed: {type(exc).__name__}: {exc}>"

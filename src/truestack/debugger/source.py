@@ -1,14 +1,16 @@
 """Source listings for the shell: numbered lines, current-line marker, and
 syntax highlighting with pygments when it is installed and colour is on."""
+
 from __future__ import annotations
 
 import linecache
 import os
+from typing import Any
 
 _highlighted: dict[tuple[str, int], list[str]] = {}
 
 
-def color_wanted(stream) -> bool:
+def color_wanted(stream: object) -> bool:
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
@@ -33,14 +35,20 @@ def _highlight(filename: str, lines: list[str]) -> list[str]:
     return cached
 
 
-def get_lines(filename: str, module_globals: dict | None = None) -> list[str]:
+def get_lines(filename: str, module_globals: dict[str, Any] | None = None) -> list[str]:
     linecache.checkcache(filename)
     return linecache.getlines(filename, module_globals)
 
 
-def format_lines(filename: str, first: int, last: int, current: int | None = None,
-                 breaks: frozenset[int] | set[int] = frozenset(), color: bool = False,
-                 module_globals: dict | None = None) -> list[str]:
+def format_lines(
+    filename: str,
+    first: int,
+    last: int,
+    current: int | None = None,
+    breaks: frozenset[int] | set[int] = frozenset(),
+    color: bool = False,
+    module_globals: dict[str, Any] | None = None,
+) -> list[str]:
     """Lines first..last (1-based, inclusive) as 'MB  NNN  text'."""
     lines = get_lines(filename, module_globals)
     if not lines:
@@ -57,7 +65,7 @@ def format_lines(filename: str, first: int, last: int, current: int | None = Non
     return out
 
 
-def context(filename: str, line: int, before: int, after: int, **kw) -> list[str]:
+def context(filename: str, line: int, before: int, after: int, **kw: Any) -> list[str]:
     return format_lines(filename, line - before, line + after, current=line, **kw)
 
 

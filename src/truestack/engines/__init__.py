@@ -1,4 +1,5 @@
 """Engine selection: native cpu | native wall | safepoint fallback."""
+
 from __future__ import annotations
 
 from .base import Engine, EngineUnavailable

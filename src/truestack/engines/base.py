@@ -1,4 +1,5 @@
 """The one interface every sampling engine implements."""
+
 from __future__ import annotations
 
 import abc

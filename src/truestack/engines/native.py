@@ -8,10 +8,11 @@ since its previous sample, read from its CPU clock inside the handler.
 at the rate, idle or not; a sample is "running" when the thread used at least
 half an interval of CPU since its previous sample, else "idle".
 
-Threads: every Python thread of the main interpreter is sampled — threads
-that existed before start(), `threading` threads (a self-removing
-`threading.setprofile` hook registers each one as it starts, unless another
-profile hook is set) and `_thread` threads (found by the walk of the
+Threads: every Python thread of the main interpreter is sampled (a thread
+running a sub-interpreter gives `[partial stack: subinterpreter]` samples) — threads
+that existed before start(), `threading` threads (a wrapper of
+`Thread._bootstrap_inner` registers each one as it starts; the program's
+profile and trace hooks are left alone) and `_thread` threads (found by the walk of the
 interpreter's thread states done at start and at every drain). Threads whose
 thread state is gone are deregistered at the next drain, and the wall sampler
 never signals a tid again after the kernel said it was gone. Threads named
@@ -26,6 +27,7 @@ retry (PEP 475); third-party C code that does not handle EINTR may see it.
 
 One native engine can run at a time per process (the C core is global).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -74,8 +76,14 @@ class _NativeEngine(Engine):
 
     sampling_mode = ""  # the one mode each subclass samples in
 
-    def __init__(self, mode: str | None = None, rate_hz: float = 100, max_depth: int = 128,
-                 ring_slots: int = 65536, timer: str | None = None) -> None:
+    def __init__(
+        self,
+        mode: str | None = None,
+        rate_hz: float = 100,
+        max_depth: int = 128,
+        ring_slots: int = 65536,
+        timer: str | None = None,
+    ) -> None:
         mode = mode or self.sampling_mode
         if mode != self.sampling_mode:
             raise ValueError(f"{type(self).__name__} samples in {self.sampling_mode} mode")
@@ -112,8 +120,9 @@ class _NativeEngine(Engine):
             if _active is not None and _active is not self:
                 raise RuntimeError("another native engine is already running in this process")
             try:
-                self._timer = _native.start(self.mode, self._interval_ns, self.max_depth, self.ring_slots,
-                                            self.timer_pref)
+                self._timer = _native.start(
+                    self.mode, self._interval_ns, self.max_depth, self.ring_slots, self.timer_pref
+                )
             except (OSError, ValueError) as exc:
                 raise EngineUnavailable(f"cannot start native {self.mode} sampling: {exc}") from exc
             _active = self
@@ -137,24 +146,36 @@ class _NativeEngine(Engine):
             self._elapsed += time.monotonic() - self._started_at
 
     # -- threads -----------------------------------------------------------
-    def _register_hook(self, frame: Any, event: str, arg: Any) -> None:
-        sys.setprofile(None)
+    def _register_thread(self, name: str) -> None:
         try:
-            name = threading.current_thread().name
             if self._running and not is_own_thread(name):
                 self._names[_native.register_current()] = name
-        except Exception:
+        except Exception:  # never break the user's thread
             pass
 
     def _install_thread_hook(self) -> None:
-        getprofile = getattr(threading, "getprofile", None)  # 3.10+
-        if getprofile is not None and getprofile() is None:
-            threading.setprofile(self._register_hook)
-            self._hooked = self._hook_used = True
+        # New `threading` threads register themselves as they start, through a
+        # wrapper of Thread._bootstrap_inner: unlike a threading.setprofile hook
+        # it is invisible to the program (sys.getprofile, threading.getprofile
+        # stay as the program set them) and works beside other profilers.
+        if self._hooked:
+            return
+        original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+        engine = self
+
+        def _bootstrap_inner(thread: threading.Thread) -> None:
+            engine._register_thread(thread.name)
+            original(thread)
+
+        _bootstrap_inner.__wrapped__ = original  # type: ignore[attr-defined]
+        threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+        self._hook = _bootstrap_inner
+        self._hooked = self._hook_used = True
 
     def _remove_thread_hook(self) -> None:
-        if self._hooked and threading.getprofile() == self._register_hook:
-            threading.setprofile(None)
+        hook = getattr(self, "_hook", None)
+        if self._hooked and threading.Thread._bootstrap_inner is hook:  # type: ignore[attr-defined]
+            threading.Thread._bootstrap_inner = hook.__wrapped__  # type: ignore[attr-defined, union-attr]
         self._hooked = False
 
     def _sync_threads(self, force: bool = False) -> None:
@@ -182,16 +203,26 @@ class _NativeEngine(Engine):
                 partial = raw.partial
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
-                    if frames:  # the leaf end is right, its callers are missing: say so at the root
+                    # The leaf end is right and its callers are missing, or (a sub-interpreter's
+                    # thread) nothing was walked: say so at the root.
+                    if frames or partial == "subinterpreter":
                         frames = (_partial_root(partial), *frames)
                 elif raw.depth > len(frames):
                     frames = (_TRUNCATED, *frames)
                 tid = raw.tid
-                out.append(Sample(
-                    thread_id=tid, thread_name=self._names.get(tid) or f"thread-{tid}", time_ns=raw.time_ns,
-                    weight_ns=raw.weight_ns, frames=frames, cpu_delta_ns=raw.cpu_delta_ns, state=raw.state,
-                    depth=raw.depth, partial=partial,
-                ))
+                out.append(
+                    Sample(
+                        thread_id=tid,
+                        thread_name=self._names.get(tid) or f"thread-{tid}",
+                        time_ns=raw.time_ns,
+                        weight_ns=raw.weight_ns,
+                        frames=frames,
+                        cpu_delta_ns=raw.cpu_delta_ns,
+                        state=raw.state,
+                        depth=raw.depth,
+                        partial=partial,
+                    )
+                )
             self._drained += len(out)
             return out
 
@@ -219,9 +250,16 @@ class _NativeEngine(Engine):
             if n in by_off:
                 frame = by_off[n]
             else:
-                frame = by_off[n] = None if _is_shim(obj) else Frame(
-                    getattr(obj, "co_qualname", obj.co_name), obj.co_filename,
-                    max(_native.code_line(obj, n), 0), obj.co_firstlineno)
+                frame = by_off[n] = (
+                    None
+                    if _is_shim(obj)
+                    else Frame(
+                        getattr(obj, "co_qualname", obj.co_name),
+                        obj.co_filename,
+                        max(_native.code_line(obj, n), 0),
+                        obj.co_firstlineno,
+                    )
+                )
             if frame is not None:
                 frames.append(frame)
         return tuple(frames)
@@ -252,19 +290,35 @@ class _NativeEngine(Engine):
         if self.mode == "wall":
             notes.append("wall mode interrupts blocking system calls (EINTR) in C code that does not retry")
         return SamplerStats(
-            engine=self.name, mode=self.mode, requested_rate_hz=self.rate_hz, achieved_rate_hz=achieved,
-            samples=samples, dropped=delta("dropped"), partial=partial, duration_s=elapsed, biased=False,
-            timer=self._timer or raw["timer"], notes=notes,
+            engine=self.name,
+            mode=self.mode,
+            requested_rate_hz=self.rate_hz,
+            achieved_rate_hz=achieved,
+            samples=samples,
+            dropped=delta("dropped"),
+            partial=partial,
+            duration_s=elapsed,
+            biased=False,
+            timer=self._timer or raw["timer"],
+            notes=notes,
             extra={
-                "ring_capacity": raw["ring_capacity"], "ring_used": raw["ring_used"],
-                "signals": delta("signals"), "late_signals": delta("late_signals"),
-                "foreign_signals": delta("foreign_signals"), "overruns": delta("overruns"),
-                "wall_ticks": delta("ticks"), "wall_wakeups": delta("wakeups"),
+                "ring_capacity": raw["ring_capacity"],
+                "ring_used": raw["ring_used"],
+                "signals": delta("signals"),
+                "late_signals": delta("late_signals"),
+                "foreign_signals": delta("foreign_signals"),
+                "overruns": delta("overruns"),
+                "wall_ticks": delta("ticks"),
+                "wall_wakeups": delta("wakeups"),
                 "faults_absorbed": delta("faults_absorbed"),
-                "settle_timeouts": delta("settle_timeouts"), "threads_registered": raw["threads"],
-                "layout": raw["layout"], "code_hook": raw["code_hook"], "samples_drained": self._drained,
-                "interval_ns": self._interval_ns, "max_depth": self.max_depth,
-                "thread_hook": "threading.setprofile" if self._hook_used else "thread-state walk only",
+                "settle_timeouts": delta("settle_timeouts"),
+                "threads_registered": raw["threads"],
+                "layout": raw["layout"],
+                "code_hook": raw["code_hook"],
+                "samples_drained": self._drained,
+                "interval_ns": self._interval_ns,
+                "max_depth": self.max_depth,
+                "thread_hook": "Thread._bootstrap_inner" if self._hook_used else "thread-state walk only",
                 "codes_resolved_at_death": _native.codes_resolved_at_death(),
             },
         )

@@ -5,6 +5,7 @@ straight-line code and long C calls vanish), so every profile it produces is
 labelled biased. It exists so truestack still works where the extension
 cannot be built or loaded.
 """
+
 from __future__ import annotations
 
 import sys
@@ -59,9 +60,13 @@ class SafepointEngine(Engine):
     def stats(self) -> SamplerStats:
         elapsed = self._elapsed + (time.monotonic() - self._started_at if self._thread else 0.0)
         return SamplerStats(
-            engine=self.name, mode=self.mode, requested_rate_hz=self.rate_hz,
+            engine=self.name,
+            mode=self.mode,
+            requested_rate_hz=self.rate_hz,
             achieved_rate_hz=self._ticks / elapsed if elapsed > 0 else 0.0,
-            samples=self._samples, duration_s=elapsed, biased=True,
+            samples=self._samples,
+            duration_s=elapsed,
+            biased=True,
             timer="sys._current_frames() sampler thread",
             notes=["safepoint engine: sees threads only at eval-breaker checks and GIL switches (biased)"],
         )
@@ -101,11 +106,18 @@ class SafepointEngine(Engine):
                 weight = interval_ns
                 state = STATE_RUNNING if cpu_delta * 2 >= interval_ns else STATE_IDLE
             frames = self._resolve(frame)
-            batch.append(Sample(
-                thread_id=native_id, thread_name=thread.name if thread else f"thread-{ident}",
-                time_ns=now, weight_ns=weight, frames=frames, cpu_delta_ns=max(cpu_delta, 0),
-                state=state, depth=len(frames),
-            ))
+            batch.append(
+                Sample(
+                    thread_id=native_id,
+                    thread_name=thread.name if thread else f"thread-{ident}",
+                    time_ns=now,
+                    weight_ns=weight,
+                    frames=frames,
+                    cpu_delta_ns=max(cpu_delta, 0),
+                    state=state,
+                    depth=len(frames),
+                )
+            )
         self._ticks += 1
         if batch:
             with self._lock:
@@ -129,8 +141,12 @@ class SafepointEngine(Engine):
             key = (code, frame.f_lineno or 0)
             resolved = self._frame_cache.get(key)
             if resolved is None:
-                resolved = Frame(getattr(code, "co_qualname", code.co_name), code.co_filename,
-                                 frame.f_lineno or 0, code.co_firstlineno)
+                resolved = Frame(
+                    getattr(code, "co_qualname", code.co_name),
+                    code.co_filename,
+                    frame.f_lineno or 0,
+                    code.co_firstlineno,
+                )
                 if len(self._frame_cache) > 200_000:
                     self._frame_cache.clear()  # bound memory under code churn
                 self._frame_cache[key] = resolved

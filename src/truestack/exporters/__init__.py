@@ -3,6 +3,7 @@
 Modules are imported lazily so a format's optional dependency (protobuf for
 pprof) is only needed when that format is asked for.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,16 +20,19 @@ class Format:
     description: str
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("flamegraph", "flamegraph", (".html", ".htm"), "interactive flame graph, one self-contained HTML file"),
-    Format("firefox", "firefox", (".firefox.json", ".gecko.json"), "Firefox Profiler (profiler.firefox.com)"),
-    Format("speedscope", "speedscope", (".speedscope.json",), "speedscope (speedscope.app)"),
-    Format("pprof", "pprof", (".pb.gz", ".pprof"), "pprof profile.proto, gzipped"),
-    Format("collapsed", "collapsed", (".collapsed", ".folded"), "collapsed stacks (flamegraph.pl, inferno)"),
-    Format("pstats", "pstats_export", (".pstats", ".prof"), "pstats for snakeviz / pstats.Stats"),
-    Format("table", "table", (".txt",), "text method table"),
-    Format("truestack", "native_format", (".tsp",), "truestack's own saved profile (for `truestack report`)"),
-)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("flamegraph", "flamegraph", (".html", ".htm"), "interactive flame graph, one self-contained HTML file"),
+        Format("firefox", "firefox", (".firefox.json", ".gecko.json"), "Firefox Profiler (profiler.firefox.com)"),
+        Format("speedscope", "speedscope", (".speedscope.json",), "speedscope (speedscope.app)"),
+        Format("pprof", "pprof", (".pb.gz", ".pprof"), "pprof profile.proto, gzipped"),
+        Format("collapsed", "collapsed", (".collapsed", ".folded"), "collapsed stacks (flamegraph.pl, inferno)"),
+        Format("pstats", "pstats_export", (".pstats", ".prof"), "pstats for snakeviz / pstats.Stats"),
+        Format("table", "table", (".txt",), "text method table"),
+        Format("truestack", "native_format", (".tsp",), "truestack's own saved profile (for `truestack report`)"),
+    )
+}
 
 
 class UnknownFormat(ValueError):

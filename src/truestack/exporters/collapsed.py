@@ -4,6 +4,7 @@ The format flamegraph.pl, inferno and speedscope read. Counts are weighted
 sample counts (`model/aggregate.py`), so a CPU-mode sample that stood for
 three timer intervals counts three times, as it does in the other formats.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -12,6 +12,7 @@ time each thread used between samples goes into threadCPUDelta (ns), so the
 activity graph shows CPU use. Markers come from `Profile.markers` (instants
 and intervals) plus a note when the run was interrupted.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,12 +38,22 @@ _PY_KIND = KINDS.index("python")
 MARKER_TYPE = "TruestackMarker"
 NOTE_TYPE = "TruestackNote"
 MARKER_SCHEMA = [
-    {"name": MARKER_TYPE, "display": ["marker-chart", "marker-table", "timeline-overview"],
-     "chartLabel": "{marker.name}", "tooltipLabel": "{marker.name}", "tableLabel": "{marker.name} {marker.data.detail}",
-     "data": [{"key": "detail", "label": "Details", "format": "string", "searchable": True}]},
-    {"name": NOTE_TYPE, "display": ["marker-chart", "marker-table", "timeline-overview"],
-     "chartLabel": "{marker.name}", "tooltipLabel": "{marker.name}", "tableLabel": "{marker.name}",
-     "data": [{"key": "reason", "label": "Reason", "format": "string", "searchable": True}]},
+    {
+        "name": MARKER_TYPE,
+        "display": ["marker-chart", "marker-table", "timeline-overview"],
+        "chartLabel": "{marker.name}",
+        "tooltipLabel": "{marker.name}",
+        "tableLabel": "{marker.name} {marker.data.detail}",
+        "data": [{"key": "detail", "label": "Details", "format": "string", "searchable": True}],
+    },
+    {
+        "name": NOTE_TYPE,
+        "display": ["marker-chart", "marker-table", "timeline-overview"],
+        "chartLabel": "{marker.name}",
+        "tooltipLabel": "{marker.name}",
+        "tableLabel": "{marker.name}",
+        "data": [{"key": "reason", "label": "Reason", "format": "string", "searchable": True}],
+    },
 ]
 PHASE_INSTANT, PHASE_INTERVAL = 0, 1
 
@@ -80,8 +91,9 @@ class _ThreadTables:
         ft_func: list[int] = []
         ft_category: list[int] = []
         ft_line: list[int | None] = []
-        fn: dict[str, Any] = {k: [] for k in (
-            "name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")}
+        fn: dict[str, Any] = {
+            k: [] for k in ("name", "isJS", "relevantForJS", "resource", "fileName", "lineNumber", "columnNumber")
+        }
         lut, string = self.lut, self.string
         for s in (i for i in range(n_stacks) if used[i]):
             f = frame[s]
@@ -112,14 +124,26 @@ class _ThreadTables:
         fn["columnNumber"] = [None] * n_funcs
         fn["length"] = n_funcs
         self.func_table = fn
-        self.stack_table: dict[str, Any] = {"frame": st_frame, "category": st_category,
-                                            "subcategory": [0] * len(st_frame), "prefix": st_prefix,
-                                            "length": len(st_frame)}
+        self.stack_table: dict[str, Any] = {
+            "frame": st_frame,
+            "category": st_category,
+            "subcategory": [0] * len(st_frame),
+            "prefix": st_prefix,
+            "length": len(st_frame),
+        }
         self.frame_table: dict[str, Any] = {
-            "address": [-1] * n_frames, "inlineDepth": [0] * n_frames, "category": ft_category,
-            "subcategory": [0] * n_frames, "func": ft_func, "nativeSymbol": [None] * n_frames,
-            "innerWindowID": [None] * n_frames, "implementation": [None] * n_frames, "line": ft_line,
-            "column": [None] * n_frames, "length": n_frames}
+            "address": [-1] * n_frames,
+            "inlineDepth": [0] * n_frames,
+            "category": ft_category,
+            "subcategory": [0] * n_frames,
+            "func": ft_func,
+            "nativeSymbol": [None] * n_frames,
+            "innerWindowID": [None] * n_frames,
+            "implementation": [None] * n_frames,
+            "line": ft_line,
+            "column": [None] * n_frames,
+            "length": n_frames,
+        }
 
     def string(self, s: str) -> int:
         idx = self._string_index.get(s)
@@ -177,14 +201,14 @@ def build(profile: Profile) -> dict[str, Any]:
     for m in profile.markers:
         end = _ms(m.end_ns - origin) if m.end_ns is not None else None
         data = {"type": MARKER_TYPE, "detail": _marker_detail(m.data)}
-        markers_by_tid.get(m.thread_id, markers_by_tid[main.tid]).append(
-            (m.name, _ms(m.start_ns - origin), end, data))
+        markers_by_tid.get(m.thread_id, markers_by_tid[main.tid]).append((m.name, _ms(m.start_ns - origin), end, data))
         if m.end_ns is not None:
             end_ns = max(end_ns, m.end_ns)
     if meta.interrupted:
         reason = meta.interrupted
-        markers_by_tid[main.tid].append((f"Run interrupted: {reason}", _ms(end_ns - origin), None,
-                                         {"type": NOTE_TYPE, "reason": reason}))
+        markers_by_tid[main.tid].append(
+            (f"Run interrupted: {reason}", _ms(end_ns - origin), None, {"type": NOTE_TYPE, "reason": reason})
+        )
 
     pid = str(meta.pid)
     command_text = " ".join(meta.command)
@@ -204,27 +228,29 @@ def build(profile: Profile) -> dict[str, Any]:
         if any(cpu):
             any_cpu = True
             samples["threadCPUDelta"] = cpu.tolist()
-        out_threads.append({
-            "processType": "default",
-            "processStartupTime": 0,
-            "processShutdownTime": _ms(end_ns - origin),
-            "registerTime": 0,
-            "unregisterTime": None,
-            "pausedRanges": [],
-            "name": thread.name or f"thread {thread.tid}",
-            "isMainThread": thread is main,
-            "processName": command_text or "python",
-            "pid": pid,
-            "tid": thread.tid,
-            "samples": samples,
-            "markers": _markers_table(tables, markers_by_tid[thread.tid]),
-            "stackTable": tables.stack_table,
-            "frameTable": tables.frame_table,
-            "funcTable": tables.func_table,
-            "resourceTable": {"length": 0, "lib": [], "name": [], "host": [], "type": []},
-            "nativeSymbols": {"libIndex": [], "address": [], "name": [], "functionSize": [], "length": 0},
-            "stringArray": tables.strings,
-        })
+        out_threads.append(
+            {
+                "processType": "default",
+                "processStartupTime": 0,
+                "processShutdownTime": _ms(end_ns - origin),
+                "registerTime": 0,
+                "unregisterTime": None,
+                "pausedRanges": [],
+                "name": thread.name or f"thread {thread.tid}",
+                "isMainThread": thread is main,
+                "processName": command_text or "python",
+                "pid": pid,
+                "tid": thread.tid,
+                "samples": samples,
+                "markers": _markers_table(tables, markers_by_tid[thread.tid]),
+                "stackTable": tables.stack_table,
+                "frameTable": tables.frame_table,
+                "funcTable": tables.func_table,
+                "resourceTable": {"length": 0, "lib": [], "name": [], "host": [], "type": []},
+                "nativeSymbols": {"libIndex": [], "address": [], "name": [], "functionSize": [], "length": 0},
+                "stringArray": tables.strings,
+            }
+        )
 
     out_meta: dict[str, Any] = {
         "interval": interval / 1e6 if interval else 1.0,
@@ -244,9 +270,15 @@ def build(profile: Profile) -> dict[str, Any]:
         "sourceCodeIsNotOnSearchfox": True,
         "keepProfileThreadOrder": True,
         "initialSelectedThreads": [0],
-        "extra": [{"label": "truestack", "entries": [
-            {"label": label.capitalize(), "format": "string", "value": value}
-            for label, value in [*sampling_facts(profile), ("python", meta.python_version or "?")]]}],
+        "extra": [
+            {
+                "label": "truestack",
+                "entries": [
+                    {"label": label.capitalize(), "format": "string", "value": value}
+                    for label, value in [*sampling_facts(profile), ("python", meta.python_version or "?")]
+                ],
+            }
+        ],
     }
     if any_cpu:
         out_meta["sampleUnits"] = {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"}

@@ -16,6 +16,7 @@ data is one JSON document in a ``<script type="application/json">`` element:
 The call tree is the profile's stack prefix tree restricted to stacks that
 some thread reached, so one tree serves every thread and the merged view.
 """
+
 from __future__ import annotations
 
 import html
@@ -52,8 +53,13 @@ def json_for_html(obj: Any) -> str:
     """JSON that can sit inside a <script> element: no '<', '>', '&' or line separators appear raw."""
     text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     # Outside string literals JSON never contains these characters, so escaping them everywhere is exact.
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def build_data(profile: Profile) -> dict[str, Any]:
@@ -101,16 +107,27 @@ def build_data(profile: Profile) -> dict[str, Any]:
             deltas.append(node - last)
             last = node
         thread = profile.threads[tid]
-        threads.append({"tid": tid, "name": thread.name, "samples": len(thread),
-                        "nodes": deltas, "counts": [c for _n, c, _w in nodes],
-                        "weights": [w for _n, _c, w in nodes]})
+        threads.append(
+            {
+                "tid": tid,
+                "name": thread.name,
+                "samples": len(thread),
+                "nodes": deltas,
+                "counts": [c for _n, c, _w in nodes],
+                "weights": [w for _n, _c, w in nodes],
+            }
+        )
     return {
         "version": DATA_VERSION,
         "kinds": list(KINDS),
         "mode": profile.meta.mode or (profile.meta.sampler_stats.mode if profile.meta.sampler_stats else ""),
         "functionLevel": profile.meta.function_level,
-        "strings": strings, "funcs": funcs, "frames": frames,
-        "parents": parents, "nframe": nframe, "threads": threads,
+        "strings": strings,
+        "funcs": funcs,
+        "frames": frames,
+        "parents": parents,
+        "nframe": nframe,
+        "threads": threads,
     }
 
 
@@ -134,16 +151,21 @@ def _header_html(profile: Profile) -> str:
     meta = profile.meta
     stats = meta.sampler_stats
     # "samples" is what this page shows; an interrupted run gets its own banner below.
-    items = [(label, f"{profile.sample_count:,}" if label == "samples" else value)
-             for label, value in sampling_facts(profile) if label not in ("timer", "interrupted")]
+    items = [
+        (label, f"{profile.sample_count:,}" if label == "samples" else value)
+        for label, value in sampling_facts(profile)
+        if label not in ("timer", "interrupted")
+    ]
     if stats and stats.duration_s:
         items.append(("duration", f"{stats.duration_s:.3g} s"))
     if meta.python_version:
         items.append(("python", meta.python_version.split()[0]))
     if meta.function_level:
         items.append(("lines", "merged per function"))
-    out = [f'<div class="ts-cmd" id="ts-command">{html.escape(_command(profile) or "(command unknown)")}</div>',
-           '<dl class="ts-meta" id="ts-meta">']
+    out = [
+        f'<div class="ts-cmd" id="ts-command">{html.escape(_command(profile) or "(command unknown)")}</div>',
+        '<dl class="ts-meta" id="ts-meta">',
+    ]
     for key, value in items:
         out.append(f'<div><dt>{html.escape(key)}</dt><dd data-key="{html.escape(key)}">{html.escape(value)}</dd></div>')
     out.append("</dl>")

@@ -1,4 +1,5 @@
 """truestack's own saved profile format (see truestack.model.storage)."""
+
 from ..model import Profile
 from ..model.storage import dumps
 

@@ -15,6 +15,7 @@ Mapping from the model:
   time_nanos    wall-clock start; duration_nanos; period_type/period the
                 nominal interval
 """
+
 from __future__ import annotations
 
 import gzip
@@ -103,17 +104,24 @@ def message_classes() -> dict[str, Any]:
     try:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     except ImportError:
-        raise PprofUnavailable("the pprof format needs the 'protobuf' package: "
-                               "pip install protobuf (or pip install 'truestack[pprof]')") from None
+        raise PprofUnavailable(
+            "the pprof format needs the 'protobuf' package: pip install protobuf (or pip install 'truestack[pprof]')"
+        ) from None
     fdp = descriptor_pb2.FileDescriptorProto(name="truestack/profile.proto", package=PACKAGE, syntax="proto3")
     F = descriptor_pb2.FieldDescriptorProto
-    types = {_T_INT64: F.TYPE_INT64, _T_UINT64: F.TYPE_UINT64, _T_STRING: F.TYPE_STRING,
-             _T_BOOL: F.TYPE_BOOL, _T_MESSAGE: F.TYPE_MESSAGE}
+    types = {
+        _T_INT64: F.TYPE_INT64,
+        _T_UINT64: F.TYPE_UINT64,
+        _T_STRING: F.TYPE_STRING,
+        _T_BOOL: F.TYPE_BOOL,
+        _T_MESSAGE: F.TYPE_MESSAGE,
+    }
     for msg_name, fields in _SCHEMA.items():
         msg = fdp.message_type.add(name=msg_name)
         for name, number, kind, repeated, type_name in fields:
-            field = msg.field.add(name=name, number=number, type=types[kind],
-                                  label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+            field = msg.field.add(
+                name=name, number=number, type=types[kind], label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
+            )
             if type_name:
                 field.type_name = f".{PACKAGE}.{type_name}"
     pool = descriptor_pool.DescriptorPool()  # private pool: never clashes with another profile.proto
@@ -190,8 +198,13 @@ def build(profile: Profile) -> Any:
     for func in sorted(used_funcs):
         func_row = profile.funcs[func]
         name = strings(profile.strings[func_row.name])
-        out.function.add(id=func + 1, name=name, system_name=name,
-                         filename=strings(profile.strings[func_row.file]), start_line=max(func_row.first_line, 0))
+        out.function.add(
+            id=func + 1,
+            name=name,
+            system_name=name,
+            filename=strings(profile.strings[func_row.file]),
+            start_line=max(func_row.first_line, 0),
+        )
     if empty_location:
         func_id = len(profile.funcs) + 1
         name = strings(EMPTY_STACK_LABEL)

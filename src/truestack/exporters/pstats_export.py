@@ -13,6 +13,7 @@ and each caller edge holds the same four figures for "callee called from
 caller" (adjacent frames). Samples with an empty stack have no function and
 are left out.
 """
+
 from __future__ import annotations
 
 import itertools

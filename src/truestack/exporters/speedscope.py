@@ -7,6 +7,7 @@ the Left Heavy and Sandwich views are exact, Time Order shows each stack once.
 Weights are nanoseconds (CPU time in cpu mode, wall time in wall mode); a
 profile recorded without weights falls back to weighted sample counts.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,13 @@ def export(profile: Profile) -> bytes:
         if not len(thread):
             continue
         stacks, weights, unit = _per_thread_totals(profile, tid)
-        header = {"type": "sampled", "name": f"{thread.name or 'thread'} (tid {tid})", "unit": unit,
-                  "startValue": 0, "endValue": sum(weights)}
+        header = {
+            "type": "sampled",
+            "name": f"{thread.name or 'thread'} (tid {tid})",
+            "unit": unit,
+            "startValue": 0,
+            "endValue": sum(weights),
+        }
         head = json.dumps(header, ensure_ascii=False)[:-1]
         samples = ",".join(encode_stack(s) for s in stacks)
         profiles_json.append(f'{head},"samples":[{samples}],"weights":{json.dumps(weights)}}}')

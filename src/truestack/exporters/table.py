@@ -8,6 +8,7 @@ however deep it recursed), "on top" those it was the leaf of; both are
 weighted sample counts and the percentages are of all samples. Above the
 table, a header says how the profile was taken (engine, rate, losses).
 """
+
 from __future__ import annotations
 
 import os
@@ -65,14 +66,14 @@ def method_rows(profile: Profile) -> tuple[list[MethodRow], int]:
 def _fit(text: str, width: int) -> str:
     if len(text) <= width:
         return text
-    return "…" + text[-(width - 1):]  # keep the end: the file and line tell functions apart
+    return "…" + text[-(width - 1) :]  # keep the end: the file and line tell functions apart
 
 
 def render_table(profile: Profile, top: int | None = 20) -> str:
     """The top `top` rows (all when None) as aligned text, with a header line."""
     rows, grand_total = method_rows(profile)
     if top is not None:
-        rows = rows[:max(top, 0)]
+        rows = rows[: max(top, 0)]
     if not rows:
         return "(no samples)"
     width = min(max(len("method"), *(len(r.method) for r in rows)), _MAX_METHOD_WIDTH)
@@ -83,8 +84,9 @@ def render_table(profile: Profile, top: int | None = 20) -> str:
 
     lines = [f"{'method':<{width}}  {'samples':>{num}}  {'%':>6}  {'on top':>{num}}  {'%':>6}"]
     for r in rows:
-        lines.append(f"{_fit(r.method, width):<{width}}  {r.total:>{num}}  {pct(r.total):>6}  "
-                     f"{r.self:>{num}}  {pct(r.self):>6}")
+        lines.append(
+            f"{_fit(r.method, width):<{width}}  {r.total:>{num}}  {pct(r.total):>6}  {r.self:>{num}}  {pct(r.self):>6}"
+        )
     return "\n".join(lines)
 
 

@@ -7,18 +7,19 @@ Metadata keys every producer fills in (exporters may rely on them):
   sampler_stats (SamplerStats.as_dict()), function_level (bool),
   interrupted (str or None: why the run ended early, if it did).
 """
+
 from .profile import STATES, Marker, Profile, SampleRow, ThreadSamples
 from .storage import FORMAT_VERSION, ProfileFormatError, is_profile_file, load, save
 
 __all__ = [
-           "FORMAT_VERSION",
-           "STATES",
-           "Marker",
-           "Profile",
-           "ProfileFormatError",
-           "SampleRow",
-           "ThreadSamples",
-           "is_profile_file",
-           "load",
-           "save",
+    "FORMAT_VERSION",
+    "STATES",
+    "Marker",
+    "Profile",
+    "ProfileFormatError",
+    "SampleRow",
+    "ThreadSamples",
+    "is_profile_file",
+    "load",
+    "save",
 ]

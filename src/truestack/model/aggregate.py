@@ -10,6 +10,7 @@ Weighted sample counts: a sample counts `round(weight / interval)` times
 counts three times in every output. Without a known rate every sample
 counts once.
 """
+
 from __future__ import annotations
 
 import weakref

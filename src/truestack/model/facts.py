@@ -7,6 +7,7 @@ header (`header_lines`), the flame graph header and its warnings
 (`sampling_facts`, `warnings`), Firefox's "extra" panel, pprof comments and
 speedscope's title (`facts_line`) all say the same thing.
 """
+
 from __future__ import annotations
 
 from .profile import Profile
@@ -40,8 +41,11 @@ def sampling_facts(profile: Profile) -> list[tuple[str, str]]:
     facts = [
         ("engine", meta.engine_used + (" (biased)" if meta.biased else "")),
         ("mode", meta.mode_used),
-        ("rate", f"{format_rate(meta.requested_rate_hz)} requested, "
-                 + (f"{format_rate(achieved)} achieved" if achieved else "achieved unknown")),
+        (
+            "rate",
+            f"{format_rate(meta.requested_rate_hz)} requested, "
+            + (f"{format_rate(achieved)} achieved" if achieved else "achieved unknown"),
+        ),
         ("samples", f"{samples_taken(profile):,}"),
         ("dropped", f"{stats.dropped if stats else 0:,}"),
         ("partial", partial_text),
@@ -67,9 +71,11 @@ def warnings(profile: Profile) -> list[str]:
     meta = profile.meta
     out = []
     if is_biased(profile):
-        out.append("Biased profile (safepoint engine): threads were only seen at eval-breaker checks "
-                   "and GIL switches, so time spent in C code and between checks is misattributed. "
-                   "Use the native engine for accurate numbers.")
+        out.append(
+            "Biased profile (safepoint engine): threads were only seen at eval-breaker checks "
+            "and GIL switches, so time spent in C code and between checks is misattributed. "
+            "Use the native engine for accurate numbers."
+        )
     if meta.interrupted:
         out.append(f"The run ended early: {meta.interrupted}.")
     dropped = meta.sampler_stats.dropped if meta.sampler_stats else 0
@@ -88,16 +94,21 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
     mode = (stats.mode if stats and stats.mode else "") or meta.mode or "?"
     lines = [f"truestack: {taken} samples in {duration:.2f} s, {mode} mode, engine {engine}"]
     if (stats and stats.biased) or engine == "safepoint":
-        lines.append("  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker "
-                     "checks and GIL switches")
+        lines.append(
+            "  WARNING: biased profile: the safepoint engine sees threads only at eval-breaker checks and GIL switches"
+        )
     requested = stats.requested_rate_hz if stats and stats.requested_rate_hz else meta.rate_hz
     achieved = stats.achieved_rate_hz if stats else None
-    lines.append(f"  rate: requested {format_rate(requested)}, achieved {format_rate(achieved)}"
-                 + (f" ({stats.timer})" if stats and stats.timer else ""))
+    lines.append(
+        f"  rate: requested {format_rate(requested)}, achieved {format_rate(achieved)}"
+        + (f" ({stats.timer})" if stats and stats.timer else "")
+    )
     partial = partial_counts(profile)
     partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))
-    lines.append(f"  samples: {taken} taken, {stats.dropped if stats else 0} dropped, "
-                 f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else ""))
+    lines.append(
+        f"  samples: {taken} taken, {stats.dropped if stats else 0} dropped, "
+        f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else "")
+    )
     in_profile = profile.sample_count if shown_samples is None else shown_samples
     if in_profile != taken:
         lines.append(f"  samples in this output: {in_profile}")

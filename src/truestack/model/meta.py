@@ -6,6 +6,7 @@ saved form is a versioned dict (`to_dict`/`from_dict`); keys this version
 does not know are kept in `extra` and written back unchanged, so a file
 written by a newer truestack survives a round trip through an older one.
 """
+
 from __future__ import annotations
 
 import time

@@ -4,6 +4,7 @@ Memory grows with unique stacks plus ~21 bytes per sample: samples are kept
 as typed columns per thread, stacks as a prefix tree, and every string,
 function and frame is stored once.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -78,8 +79,9 @@ class Profile:
     def intern_frame(self, frame: Frame) -> int:
         idx = self._frame_ids.get(frame)
         if idx is None:
-            func = self.funcs.intern(Func(self.strings.intern(frame.name), self.strings.intern(frame.file),
-                                          frame.first_line))
+            func = self.funcs.intern(
+                Func(self.strings.intern(frame.name), self.strings.intern(frame.file), frame.first_line)
+            )
             kind = KINDS.index(frame.kind) if frame.kind in KINDS else 0
             idx = self._frame_ids[frame] = self.frames.intern(FrameRow(func, frame.line, kind))
         return idx
@@ -103,15 +105,28 @@ class Profile:
 
     def add_sample(self, sample: Sample) -> None:
         thread = self.thread(sample.thread_id, sample.thread_name)
-        self.append(thread, sample.time_ns, self.intern_stack(sample.frames), sample.weight_ns,
-                    sample.cpu_delta_ns, sample.state)
+        self.append(
+            thread,
+            sample.time_ns,
+            self.intern_stack(sample.frames),
+            sample.weight_ns,
+            sample.cpu_delta_ns,
+            sample.state,
+        )
 
     def add_samples(self, samples: Iterable[Sample]) -> None:
         for sample in samples:
             self.add_sample(sample)
 
-    def append(self, thread: ThreadSamples, time_ns: int, stack: int, weight_ns: int,
-               cpu_delta_ns: int = 0, state: str = "unknown") -> None:
+    def append(
+        self,
+        thread: ThreadSamples,
+        time_ns: int,
+        stack: int,
+        weight_ns: int,
+        cpu_delta_ns: int = 0,
+        state: str = "unknown",
+    ) -> None:
         thread.time_ns.append(time_ns)
         thread.stack.append(stack)
         thread.weight_ns.append(min(max(weight_ns, 0), _WEIGHT_MAX))
@@ -133,8 +148,14 @@ class Profile:
     def iter_samples(self) -> Iterator[SampleRow]:
         for thread in self.threads.values():
             for i in range(len(thread)):
-                yield SampleRow(thread, thread.time_ns[i], thread.stack[i], thread.weight_ns[i],
-                                thread.cpu_delta_ns[i], STATES[thread.state[i]])
+                yield SampleRow(
+                    thread,
+                    thread.time_ns[i],
+                    thread.stack[i],
+                    thread.weight_ns[i],
+                    thread.cpu_delta_ns[i],
+                    STATES[thread.state[i]],
+                )
 
     def func_name(self, func: int) -> str:
         return self.strings[self.funcs[func].name]
@@ -175,13 +196,19 @@ class Profile:
         remap_frame: dict[int, int] = {}
         for idx, row in enumerate(self.frames):
             func = self.funcs[row.func]
-            out_func = out.funcs.intern(Func(out.strings.intern(self.strings[func.name]),
-                                             out.strings.intern(self.strings[func.file]), func.first_line))
+            out_func = out.funcs.intern(
+                Func(
+                    out.strings.intern(self.strings[func.name]),
+                    out.strings.intern(self.strings[func.file]),
+                    func.first_line,
+                )
+            )
             remap_frame[idx] = out.frames.intern(FrameRow(out_func, 0, row.kind))
         remap_stack: dict[int, int] = {-1: -1}
         for idx in range(len(self.stacks)):
-            remap_stack[idx] = out.stacks.intern(remap_stack[self.stacks.prefix[idx]],
-                                                 remap_frame[self.stacks.frame[idx]])
+            remap_stack[idx] = out.stacks.intern(
+                remap_stack[self.stacks.prefix[idx]], remap_frame[self.stacks.frame[idx]]
+            )
         for tid, thread in self.threads.items():
             copy = out.thread(tid, thread.name)
             copy.time_ns.extend(thread.time_ns)
@@ -200,8 +227,14 @@ class Profile:
             copy = out.thread(tid, thread.name)
             for i in range(len(thread)):
                 if thread.state[i] != idle:
-                    out.append(copy, thread.time_ns[i], thread.stack[i], thread.weight_ns[i],
-                               thread.cpu_delta_ns[i], STATES[thread.state[i]])
+                    out.append(
+                        copy,
+                        thread.time_ns[i],
+                        thread.stack[i],
+                        thread.weight_ns[i],
+                        thread.cpu_delta_ns[i],
+                        STATES[thread.state[i]],
+                    )
         return out
 
     def _shallow_copy(self) -> Profile:

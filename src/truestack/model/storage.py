@@ -14,6 +14,7 @@ Layout (documented in docs/file-format.md):
 zlib's own checksum catches corruption; a stream that ends early is reported
 as truncated.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,10 @@ class ProfileFormatError(ValueError):
 
 
 def _columns(profile: Profile) -> list[tuple[str, array[Any]]]:
-    cols: list[tuple[str, array[Any]]] = [("stack_prefix", profile.stacks.prefix),
-                                          ("stack_frame", profile.stacks.frame)]
+    cols: list[tuple[str, array[Any]]] = [
+        ("stack_prefix", profile.stacks.prefix),
+        ("stack_frame", profile.stacks.frame),
+    ]
     for tid, thread in profile.threads.items():
         for name in ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state"):
             cols.append((f"{tid}.{name}", getattr(thread, name)))
@@ -61,8 +64,11 @@ def dumps(profile: Profile) -> bytes:
     }
     header_bytes = json.dumps(header, separators=(",", ":"), default=str).encode()
     comp = zlib.compressobj(6)
-    parts = [_PREFIX.pack(MAGIC, FORMAT_VERSION, 0), comp.compress(struct.pack("<I", len(header_bytes))),
-             comp.compress(header_bytes)]
+    parts = [
+        _PREFIX.pack(MAGIC, FORMAT_VERSION, 0),
+        comp.compress(struct.pack("<I", len(header_bytes))),
+        comp.compress(header_bytes),
+    ]
     for _name, col in columns:
         if sys.byteorder != "little":
             col = array(col.typecode, col)
@@ -98,7 +104,8 @@ def read(fh: BinaryIO, name: str = "<profile>") -> Profile:
     if version > FORMAT_VERSION:
         raise ProfileFormatError(
             f"{name}: profile format version {version} is newer than this truestack reads "
-            f"(up to {FORMAT_VERSION}); upgrade truestack")
+            f"(up to {FORMAT_VERSION}); upgrade truestack"
+        )
     try:
         payload = zlib.decompressobj()
         body = payload.decompress(fh.read())
@@ -108,14 +115,22 @@ def read(fh: BinaryIO, name: str = "<profile>") -> Profile:
         raise ProfileFormatError(f"{name}: truncated profile (the file ends early)")
     try:
         return _decode(body)
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError,
-            struct.error) as exc:
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+        struct.error,
+    ) as exc:
         raise ProfileFormatError(f"{name}: corrupt profile ({exc})") from None
 
 
 def _decode(body: bytes) -> Profile:
     (header_len,) = struct.unpack_from("<I", body, 0)
-    header: dict[str, Any] = json.loads(body[4: 4 + header_len])
+    header: dict[str, Any] = json.loads(body[4 : 4 + header_len])
     offset = 4 + header_len
     columns: dict[str, array[Any]] = {}
     for name, typecode, count in header["columns"]:
@@ -123,7 +138,7 @@ def _decode(body: bytes) -> Profile:
         size = col.itemsize * count
         if offset + size > len(body):
             raise ValueError("column data ends early")
-        col.frombytes(body[offset: offset + size])
+        col.frombytes(body[offset : offset + size])
         if sys.byteorder != "little":
             col.byteswap()
         columns[name] = col
@@ -139,8 +154,11 @@ def _decode(body: bytes) -> Profile:
         profile.stacks.intern(prefix, frame)
     for entry in header["threads"]:
         tid = entry["tid"]
-        thread = ThreadSamples(tid, entry["name"], *(columns[f"{tid}.{n}"] for n in
-                                                      ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state")))
+        thread = ThreadSamples(
+            tid,
+            entry["name"],
+            *(columns[f"{tid}.{n}"] for n in ("time_ns", "stack", "weight_ns", "cpu_delta_ns", "state")),
+        )
         profile.threads[tid] = thread
     profile.markers = [Marker(**m) for m in header["markers"]]
     _check_references(profile)
@@ -160,8 +178,12 @@ _COLUMN_TYPES = {"time_ns": "q", "stack": "i", "weight_ns": "QI", "cpu_delta_ns"
 
 def _check_references(profile: Profile) -> None:
     """Every index points inside its table: a damaged file fails here, not later in an exporter."""
-    nstrings, nfuncs, nframes, nstacks = (len(profile.strings), len(profile.funcs), len(profile.frames),
-                                          len(profile.stacks))
+    nstrings, nfuncs, nframes, nstacks = (
+        len(profile.strings),
+        len(profile.funcs),
+        len(profile.frames),
+        len(profile.stacks),
+    )
     if not all(isinstance(s, str) for s in profile.strings.strings):
         raise ValueError("string table holds a non-string")
     for func in profile.funcs:
@@ -174,8 +196,13 @@ def _check_references(profile: Profile) -> None:
         if not (-1 <= prefix < i and 0 <= frame < nframes):
             raise ValueError("stack table is not a prefix tree over the frame table")
     for m in profile.markers:
-        if not (isinstance(m.name, str) and _is_int(m.start_ns) and (m.end_ns is None or _is_int(m.end_ns))
-                and _is_int(m.thread_id) and isinstance(m.data, dict)):
+        if not (
+            isinstance(m.name, str)
+            and _is_int(m.start_ns)
+            and (m.end_ns is None or _is_int(m.end_ns))
+            and _is_int(m.thread_id)
+            and isinstance(m.data, dict)
+        ):
             raise ValueError("marker with fields of the wrong type")
     for thread in profile.threads.values():
         if not (_is_int(thread.tid) and isinstance(thread.name, str)):

@@ -14,6 +14,7 @@ counts, new markers, the current meta, `end` on the last record) and the
 threads' new sample columns, raw little-endian, in the header's thread
 order (time_ns q, stack i, weight_ns Q, cpu_delta_ns Q, state b).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,13 +73,17 @@ class ProfileStreamWriter:
 
     def _record(self, end: bool) -> bytes:
         p = self._profile
-        strings = p.strings.strings[self._sent_strings:]
-        funcs = [list(row) for row in p.funcs.rows[self._sent_funcs:]]
-        frames = [list(row) for row in p.frames.rows[self._sent_frames:]]
+        strings = p.strings.strings[self._sent_strings :]
+        funcs = [list(row) for row in p.funcs.rows[self._sent_funcs :]]
+        frames = [list(row) for row in p.frames.rows[self._sent_frames :]]
         n_stacks = len(p.stacks)
-        stacks = [list(pair) for pair in zip(p.stacks.prefix[self._sent_stacks:n_stacks],
-                                             p.stacks.frame[self._sent_stacks:n_stacks], strict=True)]
-        markers = [vars(m) for m in p.markers[self._sent_markers:]]
+        stacks = [
+            list(pair)
+            for pair in zip(
+                p.stacks.prefix[self._sent_stacks : n_stacks], p.stacks.frame[self._sent_stacks : n_stacks], strict=True
+            )
+        ]
+        markers = [vars(m) for m in p.markers[self._sent_markers :]]
         threads: list[dict[str, Any]] = []
         columns: list[bytes] = []
         for tid, thread in list(p.threads.items()):
@@ -92,10 +97,20 @@ class ProfileStreamWriter:
         self._sent_frames += len(frames)
         self._sent_stacks = n_stacks
         self._sent_markers += len(markers)
-        header = json.dumps({
-            "strings": strings, "funcs": funcs, "frames": frames, "stacks": stacks, "threads": threads,
-            "markers": markers, "meta": p.meta.to_dict(), "end": end,
-        }, separators=(",", ":"), default=str).encode()
+        header = json.dumps(
+            {
+                "strings": strings,
+                "funcs": funcs,
+                "frames": frames,
+                "stacks": stacks,
+                "threads": threads,
+                "markers": markers,
+                "meta": p.meta.to_dict(),
+                "end": end,
+            },
+            separators=(",", ":"),
+            default=str,
+        ).encode()
         payload = b"".join([_U32.pack(len(header)), header, *columns])
         return _U32.pack(len(payload)) + payload
 
@@ -128,7 +143,7 @@ class ProfileStreamReader:
                 raise StreamError("not a truestack profile stream")
             if version > STREAM_VERSION:
                 raise StreamError(f"profile stream version {version} is newer than this truestack reads")
-            del self._buffer[:_PREFIX.size]
+            del self._buffer[: _PREFIX.size]
             self._started = True
         while len(self._buffer) >= _U32.size:
             (size,) = _U32.unpack_from(self._buffer)
@@ -136,8 +151,8 @@ class ProfileStreamReader:
                 raise StreamError(f"damaged profile stream (record of {size} bytes)")
             if len(self._buffer) < _U32.size + size:
                 return
-            payload = bytes(self._buffer[_U32.size:_U32.size + size])
-            del self._buffer[:_U32.size + size]
+            payload = bytes(self._buffer[_U32.size : _U32.size + size])
+            del self._buffer[: _U32.size + size]
             try:
                 self._apply(payload)
             except (ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
@@ -151,7 +166,7 @@ class ProfileStreamReader:
 
     def _apply(self, payload: bytes) -> None:
         (header_len,) = _U32.unpack_from(payload)
-        header: dict[str, Any] = json.loads(payload[4:4 + header_len])
+        header: dict[str, Any] = json.loads(payload[4 : 4 + header_len])
         p = self.profile
         for s in header["strings"]:
             if p.strings.intern(s) != len(p.strings) - 1:
@@ -171,7 +186,7 @@ class ProfileStreamReader:
                 size = col.itemsize * count
                 if count < 0 or offset + size > len(payload):
                     raise ValueError("sample columns end early")
-                col.frombytes(payload[offset:offset + size])
+                col.frombytes(payload[offset : offset + size])
                 if sys.byteorder != "little":
                     col.byteswap()
                 getattr(thread, name).extend(col)

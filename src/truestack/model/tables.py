@@ -1,4 +1,5 @@
 """Interning tables shared by the profile model: strings, functions, frames, stacks."""
+
 from __future__ import annotations
 
 from array import array

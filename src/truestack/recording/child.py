@@ -7,6 +7,7 @@ both leave the environment before the program runs, so it sees what
 every collector drain (`model/stream.py`), so a crash loses at most one
 drain interval.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,11 @@ def main() -> None:
     os.set_inheritable(fd, False)  # the program's own children must not hold the pipe open
     target = plan.target
     try:
-        plan.target = resolve_target(target.name if target.kind == "script" else None,
-                                     target.name if target.kind == "module" else None, target.args)
+        plan.target = resolve_target(
+            target.name if target.kind == "script" else None,
+            target.name if target.kind == "module" else None,
+            target.args,
+        )
         with os.fdopen(fd, "wb", buffering=0) as out:
             status = run_in_process(plan, StreamSink(out))
     except UsageError as exc:

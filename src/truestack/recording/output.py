@@ -5,6 +5,7 @@ Shared by `record`, `report` and the API's callers: format resolution from
 `-f` or the extension, the writability probe, the view a format sees (idle
 samples, merged lines), and export-and-write with a rescue copy.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -110,10 +111,14 @@ def export_and_write(profile: Profile, fmt: str, path: str) -> str | None:
     rescued = save_fallback(profile)
     if rescued:
         how = f"`truestack report {rescued} -f {fmt} -o {path}`"
-        message = (f"truestack: error: {problem}; the {fmt} output is lost, but the whole profile "
-                   f"({profile.sample_count} samples) was saved to {rescued} — convert it with {how}")
+        message = (
+            f"truestack: error: {problem}; the {fmt} output is lost, but the whole profile "
+            f"({profile.sample_count} samples) was saved to {rescued} — convert it with {how}"
+        )
     else:
-        message = (f"truestack: error: {problem}; the profile ({profile.sample_count} samples) is lost "
-                   f"(saving a copy to {tempfile.gettempdir()} failed too)")
+        message = (
+            f"truestack: error: {problem}; the profile ({profile.sample_count} samples) is lost "
+            f"(saving a copy to {tempfile.gettempdir()} failed too)"
+        )
     sys.stderr.write(message + "\n")
     return problem

@@ -17,6 +17,7 @@ supervisor started) and hands the profile to a `ProfileSink`:
   was lost and a copy of the whole profile is saved as `.tsp` in the temp
   directory, to convert later with `truestack report` (`recording.output`).
 """
+
 from __future__ import annotations
 
 import json
@@ -51,20 +52,36 @@ class Plan:
 
     def to_json(self) -> str:
         """What the program's process needs to run it (not where the output goes)."""
-        return json.dumps({
-            "target": [self.target.kind, self.target.name, self.target.args], "mode": self.mode,
-            "rate_hz": self.rate_hz, "engine": self.engine, "max_depth": self.max_depth,
-            "duration": self.duration, "include_idle": self.include_idle,
-        })
+        return json.dumps(
+            {
+                "target": [self.target.kind, self.target.name, self.target.args],
+                "mode": self.mode,
+                "rate_hz": self.rate_hz,
+                "engine": self.engine,
+                "max_depth": self.max_depth,
+                "duration": self.duration,
+                "include_idle": self.include_idle,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         kind, name, args = data["target"]
-        return cls(Target(kind, name, list(args)), fmt="truestack", output="", mode=data["mode"],
-                   rate_hz=float(data["rate_hz"]), engine=data["engine"], max_depth=int(data["max_depth"]),
-                   duration=data["duration"], function_level=False, include_idle=bool(data["include_idle"]),
-                   quiet=True, top=0)
+        return cls(
+            Target(kind, name, list(args)),
+            fmt="truestack",
+            output="",
+            mode=data["mode"],
+            rate_hz=float(data["rate_hz"]),
+            engine=data["engine"],
+            max_depth=int(data["max_depth"]),
+            duration=data["duration"],
+            function_level=False,
+            include_idle=bool(data["include_idle"]),
+            quiet=True,
+            top=0,
+        )
 
 
 class ProfileSink(Protocol):
@@ -91,10 +108,15 @@ class Recording:
     def __init__(self, plan: Plan, sink: ProfileSink) -> None:
         self.plan = plan
         self._sink = sink
-        command = ([plan.target.name] if plan.target.kind == "script" else ["-m", plan.target.name])
-        self.session = ProfileSession(mode=plan.mode, rate=plan.rate_hz, engine=plan.engine,
-                                      max_depth=plan.max_depth, command=[*command, *plan.target.args],
-                                      stack_filter=make_frame_stripper())
+        command = [plan.target.name] if plan.target.kind == "script" else ["-m", plan.target.name]
+        self.session = ProfileSession(
+            mode=plan.mode,
+            rate=plan.rate_hz,
+            engine=plan.engine,
+            max_depth=plan.max_depth,
+            command=[*command, *plan.target.args],
+            stack_filter=make_frame_stripper(),
+        )
         self.session.profile.meta.include_idle = plan.include_idle
         self._lock = threading.Lock()
         self._finished = False

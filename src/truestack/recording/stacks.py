@@ -1,4 +1,5 @@
 """Cutting the launcher and truestack's own frames off the root of recorded stacks."""
+
 from __future__ import annotations
 
 import runpy
@@ -32,7 +33,7 @@ def make_frame_stripper() -> StackFilter:
         if frames and (frames[0].file in launcher or is_own_file(frames[0].file)):
             for i, frame in enumerate(frames):
                 if frame.name == "run_target" and frame.file == _TARGET_FILE:
-                    frames = frames[i + 1:]
+                    frames = frames[i + 1 :]
                     break
             else:
                 if any(is_own_file(f.file) for f in frames):

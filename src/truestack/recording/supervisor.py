@@ -21,6 +21,7 @@ runs). What the user sees of the program does not change:
   it is stuck), the recorder writes what it has, says so, and keeps
   waiting for the program; another SIGINT or SIGTERM then kills it.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,10 @@ def _launch_command() -> list[str]:
     # `-c` puts '' first on sys.path and the bootstrap puts truestack's own
     # directory before it; both leave before the program runs, which then
     # sees the sys.path `python script.py` or `python -m module` gives.
-    bootstrap = (f"import sys; sys.path.insert(0, {package_parent!r}); "
-                 "from truestack.recording.child import main; del sys.path[:2]; main()")
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {package_parent!r}); "
+        "from truestack.recording.child import main; del sys.path[:2]; main()"
+    )
     flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
     return [sys.executable, *flags, "-c", bootstrap]
 
@@ -112,10 +115,16 @@ class _Supervisor:
             self._take_signals()
             if self.reader.ended and not self.written:
                 self._write()
-            elif (self.stop_asked_at is not None and not self.written
-                  and time.monotonic() - self.stop_asked_at > _STOP_GRACE_S):
-                note_interrupted(self.reader.profile, f"the program did not stop within {_STOP_GRACE_S:g} s of "
-                                 "SIGINT/SIGTERM; the profile covers the run up to then")
+            elif (
+                self.stop_asked_at is not None
+                and not self.written
+                and time.monotonic() - self.stop_asked_at > _STOP_GRACE_S
+            ):
+                note_interrupted(
+                    self.reader.profile,
+                    f"the program did not stop within {_STOP_GRACE_S:g} s of "
+                    "SIGINT/SIGTERM; the profile covers the run up to then",
+                )
                 self._write()
             status = self.child.poll()
             if status is not None:
@@ -177,8 +186,10 @@ class _Supervisor:
 def _nothing_recorded(status: int) -> int:
     """The program never ran under sampling: the child already said why, or it died at start."""
     if status < 0:
-        sys.stderr.write(f"truestack: error: the program's process died of {_signal_name(-status)} before "
-                         "sampling started; no profile was written\n")
+        sys.stderr.write(
+            f"truestack: error: the program's process died of {_signal_name(-status)} before "
+            "sampling started; no profile was written\n"
+        )
         _die_like(-status)
     return status
 

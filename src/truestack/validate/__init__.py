@@ -18,6 +18,7 @@ The C side lives in `truestack/_csrc/validate_*.c`; this package drives it
 (`oracle`), turns its counters into a result (`result`) and prints it
 (`report`).
 """
+
 from __future__ import annotations
 
 from .result import ERROR_KINDS, LayerResult, ValidationResult

@@ -5,6 +5,7 @@ a C profile function installed per thread (threading.setprofile bootstraps
 it in new threads). A collector thread gathers example stacks while the
 target runs, so code objects they name are released promptly.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ def load_oracle() -> types.ModuleType:
 
 
 def parse_fault(spec: str | None) -> tuple[str, int]:
-    """"drop", "swap:10" -> (kind, every); "" -> ("", 0). ValueError if malformed."""
+    """ "drop", "swap:10" -> (kind, every); "" -> ("", 0). ValueError if malformed."""
     if not spec:
         return "", 0
     kind, _, every = spec.partition(":")
@@ -55,8 +56,12 @@ class OracleSettings:
     fault_every: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sync_every": self.sync_every, "async_rate_hz": self.rate_hz, "seed": self.seed,
-                "walker_fault": f"{self.fault}:{self.fault_every}" if self.fault else None}
+        return {
+            "sync_every": self.sync_every,
+            "async_rate_hz": self.rate_hz,
+            "seed": self.seed,
+            "walker_fault": f"{self.fault}:{self.fault_every}" if self.fault else None,
+        }
 
 
 class _MonitoringHooks:
@@ -129,8 +134,9 @@ class Oracle:
         self.settings = settings
         self.oracle = load_oracle()
         if settings.fault and not hasattr(self.oracle, "inject_walker_fault"):
-            raise OracleUnavailable("walker fault injection needs a test build of truestack "
-                                    "(TRUESTACK_TEST_BUILD=1 pip install .)")
+            raise OracleUnavailable(
+                "walker fault injection needs a test build of truestack (TRUESTACK_TEST_BUILD=1 pip install .)"
+            )
         self.hooks = _MonitoringHooks(self.oracle) if sys.version_info >= (3, 12) else _ProfileHooks(self.oracle)
         self.examples: list[dict[str, Any]] = []
         self._stop = threading.Event()
@@ -146,8 +152,7 @@ class Oracle:
         self.hooks.install()
         if s.rate_hz > 0:
             self.oracle.async_start(s.rate_hz, s.seed, int(signal.SIGRTMIN) + VALIDATION_SIGNAL_OFFSET)
-        self._collector = threading.Thread(target=self._collect_loop, name="truestack-validate-collector",
-                                           daemon=True)
+        self._collector = threading.Thread(target=self._collect_loop, name="truestack-validate-collector", daemon=True)
         self._collector.start()
 
     def stop(self) -> dict[str, Any]:

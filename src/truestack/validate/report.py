@@ -1,4 +1,5 @@
 """Text and JSON renderings of a ValidationResult."""
+
 from __future__ import annotations
 
 import json
@@ -29,14 +30,18 @@ def render_text(result: ValidationResult) -> str:
         f"seed {result.settings.get('seed')}",
     ]
     if result.settings.get("walker_fault"):
-        lines.append(f"  TEST FAULT INJECTED into the walker's results: {result.settings['walker_fault']} "
-                     f"({c.get('faults_injected', 0)} stacks damaged)")
+        lines.append(
+            f"  TEST FAULT INJECTED into the walker's results: {result.settings['walker_fault']} "
+            f"({c.get('faults_injected', 0)} stacks damaged)"
+        )
     lines.append("")
     lines.append(f"  {'layer':<8}{'checked':>10}{'errors':>9}{'error rate':>13}{'boundary':>10}{'partial':>9}")
     for name in ("sync", "async", "shadow"):
         layer = result.layers[name]
-        lines.append(f"  {name:<8}{layer.checked:>10}{layer.errors:>9}{_pct(layer.error_rate):>13}"
-                     f"{layer.count('boundary'):>10}{layer.count('partial'):>9}")
+        lines.append(
+            f"  {name:<8}{layer.checked:>10}{layer.errors:>9}{_pct(layer.error_rate):>13}"
+            f"{layer.count('boundary'):>10}{layer.count('partial'):>9}"
+        )
     lines.append("")
     for name in ("sync", "async", "shadow"):
         lines.append(f"  {_LAYER_TITLES[name]}")
@@ -55,8 +60,9 @@ def render_text(result: ValidationResult) -> str:
     if c.get("partial_reasons"):
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(c["partial_reasons"].items()))
         lines.append(f"  partial walks by reason: {reasons}")
-    mismatches = [(n, k, v) for n in ("sync", "async", "shadow")
-                  for k, v in result.layers[n].kinds.items() if k != "ok" and v]
+    mismatches = [
+        (n, k, v) for n in ("sync", "async", "shadow") for k, v in result.layers[n].kinds.items() if k != "ok" and v
+    ]
     if mismatches:
         lines.append("")
         lines.append("  mismatches by kind:")
@@ -68,19 +74,25 @@ def render_text(result: ValidationResult) -> str:
             if ex:
                 lines.extend(_example_lines(ex))
     lines.append("")
-    lines.append(f"  error rate {_pct(result.error_rate)} over {result.checked} walker checks "
-                 f"(max {_pct(result.max_error)}): {result.verdict}")
+    lines.append(
+        f"  error rate {_pct(result.error_rate)} over {result.checked} walker checks "
+        f"(max {_pct(result.max_error)}): {result.verdict}"
+    )
     if not result.conclusive:
-        lines.append(f"  too few checks for a verdict: at least {result.min_checks} needed "
-                     "(run the program longer, or did it fail early?)")
+        lines.append(
+            f"  too few checks for a verdict: at least {result.min_checks} needed "
+            "(run the program longer, or did it fail early?)"
+        )
     return "\n".join(lines)
 
 
 def _example_lines(ex: dict[str, Any]) -> list[str]:
     expected = "frame chain" if ex["layer"] in ("sync", "shadow") else "shadow stack"
     got = "shadow stack" if ex["layer"] == "shadow" else "walker"
-    out = [f"      example (thread {ex['thread_id']}{', injected fault' if ex.get('fault_injected') else ''}),"
-           f" root first, leaf last:"]
+    out = [
+        f"      example (thread {ex['thread_id']}{', injected fault' if ex.get('fault_injected') else ''}),"
+        f" root first, leaf last:"
+    ]
     out.append(f"        {got} (depth {ex['got_depth']}):")
     out.extend(f"          {f}" for f in ex["got"])
     note = " (lines are function definitions: the shadow records no positions)" if ex["layer"] == "async" else ""

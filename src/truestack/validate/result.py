@@ -1,4 +1,5 @@
 """What a validation run measured, and the error rates derived from it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
