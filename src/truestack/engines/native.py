@@ -33,7 +33,6 @@ from __future__ import annotations
 import atexit
 import functools
 import os
-import sys
 import threading
 import time
 import types
@@ -108,6 +107,7 @@ class _NativeEngine(Engine):
         self._partial: dict[str, int] = {}
         self._hooked = False
         self._hook_used = False
+        self._hook: Any = None  # the Thread._bootstrap_inner wrapper while installed
         self._last_sync = 0.0
 
     # -- lifecycle -------------------------------------------------------
@@ -173,9 +173,9 @@ class _NativeEngine(Engine):
         self._hooked = self._hook_used = True
 
     def _remove_thread_hook(self) -> None:
-        hook = getattr(self, "_hook", None)
-        if self._hooked and threading.Thread._bootstrap_inner is hook:  # type: ignore[attr-defined]
-            threading.Thread._bootstrap_inner = hook.__wrapped__  # type: ignore[attr-defined, union-attr]
+        hook = self._hook
+        if self._hooked and hook is not None and threading.Thread._bootstrap_inner is hook:  # type: ignore[attr-defined]
+            threading.Thread._bootstrap_inner = hook.__wrapped__  # type: ignore[attr-defined]
         self._hooked = False
 
     def _sync_threads(self, force: bool = False) -> None:
