@@ -305,15 +305,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
-                                    "truestack._native",
-                                    "Asynchronous CPython stack sampler (signal-handler frame walker).",
-                                    -1,
-                                    methods,
-                                    NULL,
-                                    NULL,
-                                    NULL,
-                                    NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, .m_name = "truestack._native",
+                                    .m_doc = "Asynchronous CPython stack sampler (signal-handler frame walker).",
+                                    .m_size = -1, .m_methods = methods};
 
 static void at_exit(void) { ts_sampler_stop(); }
 

@@ -161,15 +161,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
-                                    "truestack._oracle",
-                                    "The validation oracle: checks truestack._native's walker.",
-                                    -1,
-                                    methods,
-                                    NULL,
-                                    NULL,
-                                    NULL,
-                                    NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, .m_name = "truestack._oracle",
+                                    .m_doc = "The validation oracle: checks truestack._native's walker.", .m_size = -1,
+                                    .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__oracle(void) {
     /* PyCapsule_Import imports only the package, then looks attributes up. */

@@ -1,13 +1,13 @@
-"""The profile model and its saved form.
+"""The profile model and its saved forms.
 
-Metadata keys every producer fills in (exporters may rely on them):
-  command (list[str]), python_version (str), truestack_version (str),
-  start_time_unix_ns / start_monotonic_ns (int: the wall-clock start and the
-  monotonic origin of every sample time), engine, mode, rate_hz (requested),
-  sampler_stats (SamplerStats.as_dict()), function_level (bool),
-  interrupted (str or None: why the run ended early, if it did).
+- `profile`, `tables`: the one in-memory profile (interned tables, per-thread columns)
+- `meta`: `ProfileMeta`, how and when the profile was taken (typed, versioned)
+- `aggregate`: the counting every output reads, done once
+- `facts`: how a profile was taken, said the same way by every output
+- `storage`: the saved `.tsp` file; `stream`: its streaming form
 """
 
+from .meta import ProfileMeta
 from .profile import STATES, Marker, Profile, SampleRow, ThreadSamples
 from .storage import FORMAT_VERSION, ProfileFormatError, is_profile_file, load, save
 
@@ -17,6 +17,7 @@ __all__ = [
     "Marker",
     "Profile",
     "ProfileFormatError",
+    "ProfileMeta",
     "SampleRow",
     "ThreadSamples",
     "is_profile_file",
