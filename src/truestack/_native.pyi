@@ -1,5 +1,7 @@
 """Types of truestack._native, the C sampler (src/truestack/_csrc/module.c).
 
+`_probe_guarded_load` exists only in test builds (TRUESTACK_TEST_BUILD=1).
+
 tests/native/test_native_stubs.py checks that the names here and the
 module's agree.
 """
@@ -51,3 +53,5 @@ def code_line(code: CodeType, byte_offset: int, /) -> int: ...
 def stats() -> dict[str, Any]: ...
 def codes_resolved_at_death() -> int: ...
 def after_fork_child() -> None: ...
+def _probe_guarded_load() -> tuple[int, int]:
+    """Test builds only (TRUESTACK_TEST_BUILD=1): a guarded load from an inaccessible page."""

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,7 +18,8 @@
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
-    NULL, "no_thread_state", "fault", "bad_frame", "bad_code", "bad_offset", "too_deep", "torn", "subinterpreter",
+    NULL,         "no_thread_state", "fault", "bad_frame",      "bad_code",
+    "bad_offset", "too_deep",        "torn",  "subinterpreter", "unguarded",
 };
 const char *const ts_kind_names[TS_NKINDS] = {"python", "native", "shim", "truncated"};
 static const char *const state_names[] = {"unknown", "running", "idle"};
@@ -116,6 +118,9 @@ static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
 
 static PyObject *py_drain(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
+    /* faulthandler.enable()/disable() or another tool may have replaced our
+     * SIGSEGV handler: put it back on top, chaining to theirs. */
+    if (ts_sampler_active() && ts_safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
     ts_fold(NULL, 0);
     ts_staging st = ts_staging_take();
     PyObject *out = PyList_New(0);
@@ -283,6 +288,23 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+#ifdef TS_TEST_HOOKS
+/* Test builds only: one guarded load from an inaccessible page, exactly as
+ * the walker loads, so tests can prove a fault is absorbed (or not). */
+static PyObject *py_probe_guarded_load(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
+    int fault = 0;
+    uint64_t before = atomic_load(&ts_faults_absorbed);
+    (void)ts_load((uintptr_t)p, &fault);
+    uint64_t absorbed = atomic_load(&ts_faults_absorbed) - before;
+    munmap(p, (size_t)page);
+    return Py_BuildValue("(iK)", fault, (unsigned long long)absorbed);
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto') -> timer name"},
@@ -301,6 +323,10 @@ static PyMethodDef methods[] = {
     {"code_line", py_code_line, METH_VARARGS, "code_line(code, byte_offset) -> line (PyCode_Addr2Line)"},
     {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
     {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
+#ifdef TS_TEST_HOOKS
+    {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,
+     "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
+#endif
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "Forget the parent's pending samples in a fork child."},
     {NULL, NULL, 0, NULL},
 };

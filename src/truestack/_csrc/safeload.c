@@ -3,6 +3,7 @@
 #include "safeload.h"
 #include <signal.h>
 #include <string.h>
+#include <stdlib.h>
 #include <ucontext.h>
 
 _Atomic uint64_t ts_faults_absorbed;
@@ -27,8 +28,27 @@ __asm__(".text\n"
 extern char ts_safe_load_insn[], ts_safe_load_fixup[];
 #endif
 
+/* The handlers that were installed before ours, one per signal; never ours. */
 static struct sigaction old_segv, old_bus;
-static int installed;
+
+/* Set while this thread forwards a fault that is not ours: if the same fault
+ * comes back (the previous handler returned, or re-raised it), it gets the
+ * default action instead of a second forward, so it is reported exactly once.
+ * initial-exec TLS: no allocation on first touch inside a handler. */
+static __thread int forwarding __attribute__((tls_model("initial-exec")));
+
+TS_SIGNAL_SAFE static int is_ours(const struct sigaction *sa);
+
+TS_SIGNAL_SAFE static void die_by_default(int sig, const siginfo_t *si) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    /* A fault re-executes its instruction on return and dies of the default
+     * action; a sent signal (kill, raise) must be sent again to do so. */
+    if (si->si_code <= 0) raise(sig);
+}
 
 TS_SIGNAL_SAFE static void on_fault(int sig, siginfo_t *si, void *ucv) {
 #if TS_HAVE_SAFE_LOAD
@@ -39,29 +59,55 @@ TS_SIGNAL_SAFE static void on_fault(int sig, siginfo_t *si, void *ucv) {
         return;
     }
 #endif
-    /* Not ours: hand the fault to whoever handled it before us. Reinstalling
-     * their action and returning re-executes the faulting instruction under
-     * it, with exactly their semantics (faulthandler, default core dump). */
-    struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
-    sigaction(sig, old, NULL);
-    (void)si;
+    /* Not ours: the handler installed before us gets it, once. */
+    const struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
+    if (forwarding) {
+        die_by_default(sig, si);
+        return;
+    }
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction && !is_ours(old)) {
+        forwarding = 1;
+        old->sa_sigaction(sig, si, ucv);
+    } else if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        forwarding = 1;
+        old->sa_handler(sig);
+    } else if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler == SIG_IGN && si->si_code <= 0) {
+        return; /* an ignored signal someone sent: ignored, as without us */
+    } else {
+        die_by_default(sig, si); /* no handler before us: what the kernel would have done */
+        return;
+    }
+    /* A sent signal the previous handler survived is over; a fault that
+     * returns re-executes and comes back here with `forwarding` still set. */
+    if (si->si_code <= 0) forwarding = 0;
 }
 
-int ts_safeload_install(void) {
-    /* Called at every start: if someone (faulthandler) replaced our handler
-     * since, install again on top of theirs and chain to them. */
+TS_SIGNAL_SAFE static int is_ours(const struct sigaction *sa) {
+    return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_fault;
+}
+
+TS_SIGNAL_SAFE int ts_safeload_guarded(void) {
     struct sigaction cur;
-    if (installed && sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_sigaction == on_fault)
-        return 0;
-    struct sigaction sa;
+    return sigaction(SIGSEGV, NULL, &cur) == 0 && is_ours(&cur);
+}
+
+static int install_one(int sig, struct sigaction *saved) {
+    struct sigaction cur, sa;
+    if (sigaction(sig, NULL, &cur) != 0) return -1;
+    if (is_ours(&cur)) return 0; /* still ours: keep what we chain to */
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &old_segv) != 0) return -1;
-    if (sigaction(SIGBUS, &sa, &old_bus) != 0) return -1;
-    installed = 1;
+    if (sigaction(sig, &sa, &cur) != 0) return -1;
+    *saved = cur; /* someone replaced ours since (faulthandler): chain to them now */
+    return 0;
+}
+
+int ts_safeload_install(void) {
+    /* Called at every start and every drain: if someone (faulthandler)
+     * replaced our handler, install ours again on top and chain to theirs.
+     * Our own handler is never saved as the one to chain to. */
+    if (install_one(SIGSEGV, &old_segv) != 0 || install_one(SIGBUS, &old_bus) != 0) return -1;
     return 0;
 }

@@ -42,8 +42,11 @@ TS_SIGNAL_SAFE static inline uint64_t ts_load_sized(uintptr_t addr, int size, in
     return size >= 8 ? word : word & ((1ULL << (size * 8)) - 1);
 }
 
-/* Installs the SIGSEGV/SIGBUS handlers once per process (GIL held). */
+/* Installs the SIGSEGV/SIGBUS handlers, or again on top of whoever replaced
+ * them since (GIL held; start and every drain call it). */
 int ts_safeload_install(void);
+/* Is our SIGSEGV handler the one installed? A walk without it is unguarded. */
+TS_SIGNAL_SAFE int ts_safeload_guarded(void);
 /* How many faults the loads absorbed (statistics). */
 extern _Atomic uint64_t ts_faults_absorbed;
 #endif

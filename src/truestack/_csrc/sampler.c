@@ -142,8 +142,9 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si) {
         atomic_fetch_add_explicit(&ts_C.dropped, 1, memory_order_relaxed);
         return;
     }
-    ts_walk_result r;
-    ts_walk(ts_current_tstate(), s->frames, max_frames, &r);
+    ts_walk_result r = {0, 0, TS_UNGUARDED};
+    /* A walk relies on our fault handler: never walk without it. */
+    if (ts_safeload_guarded()) ts_walk(ts_current_tstate(), s->frames, max_frames, &r);
     s->tid = tid;
     s->nframes = (uint16_t)r.nframes;
     s->state = (uint8_t)state;

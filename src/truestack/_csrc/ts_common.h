@@ -33,7 +33,8 @@ enum {
                            frame behind a torn publication */
     TS_OTHER_INTERP = 8, /* the thread was running a sub-interpreter: not walked (its code
                              objects have no destroy hook and belong to another GIL) */
-    TS_NREASONS = 9
+    TS_UNGUARDED = 9,    /* someone replaced our SIGSEGV handler since the last drain: not walked */
+    TS_NREASONS = 10
 };
 extern const char *const ts_partial_names[TS_NREASONS];
 
