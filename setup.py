@@ -26,10 +26,18 @@ ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c",
 
 
 class OptionalBuildExt(build_ext):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # Test and user builds compile with different macros: never reuse one's objects for the other.
+        if os.environ.get("TRUESTACK_TEST_BUILD") == "1":
+            self.build_temp = f"{self.build_temp}-test"
+
     def run(self) -> None:
         try:
             super().run()
         except Exception as exc:  # any build failure means "fallback"
+            if os.environ.get("TRUESTACK_REQUIRE_NATIVE"):
+                raise
             self._warn(exc)
 
     def build_extension(self, ext: Extension) -> None:

@@ -12,13 +12,14 @@
 #include "walker.h"
 
 #define TS_CORE_API_CAPSULE "truestack._native._core_api"
-#define TS_CORE_API_VERSION 1
+#define TS_CORE_API_VERSION 2
 
 typedef struct {
     int version;
     void *(*current_tstate)(void);
     void (*walk)(void *tstate, ts_rawframe *out, int max, ts_walk_result *res);
-    int (*safeload_install)(void);
+    int (*safeload_install)(void); /* GIL held: (re)install the fault handler on top */
+    int (*guarded)(void);          /* is our fault handler the installed one? */
     uint64_t (*load_sized)(uintptr_t addr, int size, int *fault);
     const char *const *partial_names;
 } ts_core_api;

@@ -344,7 +344,8 @@ TS_SIGNAL_SAFE static uint64_t core_load_sized(uintptr_t addr, int size, int *fa
 }
 
 static const ts_core_api core_api = {
-    TS_CORE_API_VERSION, ts_current_tstate, ts_walk, ts_safeload_install, core_load_sized, ts_partial_names,
+    TS_CORE_API_VERSION, ts_current_tstate, ts_walk,          ts_safeload_install,
+    ts_safeload_guarded, core_load_sized,   ts_partial_names,
 };
 
 static int add_string_tuple(PyObject *m, const char *name, const char *const *items, int n) {

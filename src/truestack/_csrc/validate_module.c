@@ -82,6 +82,8 @@ static int put_u64(PyObject *d, const char *key, uint64_t v) {
  * longer needed for them. */
 static PyObject *v_collect(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
+    /* The program may have replaced our fault handler (faulthandler): put it back. */
+    if (ts_core->safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     for (int l = 0; l < TS_V_NLAYERS; l++) {

@@ -7,6 +7,11 @@ TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *
     ts_walk_result res = {0, 0, TS_OK};
     void *tstate = ts_core->current_tstate();
     *faulted = 0;
+    if (tstate && !ts_core->guarded()) { /* never walk without the fault handler */
+        *true_depth = 0;
+        *reason = TS_UNGUARDED;
+        return 0;
+    }
     if (!tstate) {
         *true_depth = 0;
         *reason = TS_NO_TSTATE;
