@@ -29,8 +29,10 @@ class OptionalBuildExt(build_ext):
     def finalize_options(self) -> None:
         super().finalize_options()
         # Test and user builds compile with different macros: never reuse one's objects for the other.
-        if os.environ.get("TRUESTACK_TEST_BUILD") == "1":
-            self.build_temp = f"{self.build_temp}-test"
+        # The .so left in build/lib by the other mode looks up to date, so always compile.
+        mode = "test" if os.environ.get("TRUESTACK_TEST_BUILD") == "1" else "release"
+        self.build_temp = f"{self.build_temp}-{mode}"
+        self.force = True
 
     def run(self) -> None:
         try:
