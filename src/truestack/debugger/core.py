@@ -18,6 +18,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..own_files import is_own_file
 from .breakpoints import (
     Breakpoint,
     BreakpointError,
@@ -29,7 +30,6 @@ from .breakpoints import (
 )
 
 COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB_DIRS = tuple({canonic(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")})
 
 
@@ -157,7 +157,7 @@ class Debugger:
         flags = self._skip_cache.get(co_filename)
         if flags is None:
             name = canonic(co_filename)
-            ours = name.startswith(_PACKAGE_DIR + os.sep)
+            ours = is_own_file(name)
             library = ours or name.startswith(_STDLIB_DIRS) or co_filename.startswith("<frozen")
             flags = self._skip_cache[co_filename] = (ours, library)
         return flags[1] if user_only else flags[0]

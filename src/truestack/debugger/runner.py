@@ -10,12 +10,11 @@ import traceback
 from collections.abc import Callable
 from types import FrameType
 
+from ..own_files import is_own_file
 from ..target import Target, exit_code_of, load_target
 from . import api
 from .core import DebuggerQuit
 from .shell import ConsoleDebugger
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def run(target: Target, stop: bool = True, post_mortem: bool = True, shell: str | None = None) -> int:
@@ -69,7 +68,7 @@ def _sigint_handler(debugger: ConsoleDebugger) -> Callable[[int, FrameType | Non
 
 def _print_traceback(exc: BaseException) -> None:
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while tb is not None and is_own_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb)
     sys.stderr.flush()

@@ -19,6 +19,7 @@ import traceback
 import types
 from typing import TYPE_CHECKING, Any
 
+from ..own_files import is_own_file
 from .commands import parse, split_break_arg
 from .core import Debugger, Stop
 from .frame_eval import run_in_frame
@@ -27,8 +28,6 @@ from .source import color_wanted, format_lines
 
 if TYPE_CHECKING:
     from .ipython_shell import IPythonRepl
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class ConsoleDebugger(Debugger):
@@ -88,13 +87,13 @@ class ConsoleDebugger(Debugger):
     def _set_stack(self, entries) -> None:
         entries = list(entries)
         # Frames outside truestack's runner (runpy, our CLI) are not the user's program.
-        is_ours = [f.f_code.co_filename.startswith(_PACKAGE_DIR) for f, _line in entries]
+        is_ours = [is_own_file(f.f_code.co_filename) for f, _line in entries]
         if any(is_ours):
             start = is_ours.index(True)
             while start < len(entries) and is_ours[start]:
                 start += 1
             entries = entries[start:]
-        self.stack = [(f, line) for f, line in entries if not f.f_code.co_filename.startswith(_PACKAGE_DIR)]
+        self.stack = [(f, line) for f, line in entries if not is_own_file(f.f_code.co_filename)]
         self.index = len(self.stack) - 1
         self._resume = None
 
@@ -266,7 +265,7 @@ class ConsoleDebugger(Debugger):
 
     def _show_exception(self, exc: BaseException) -> None:
         tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        while tb is not None and is_own_file(tb.tb_frame.f_code.co_filename):
             tb = tb.tb_next
         text = "".join(traceback.format_exception(type(exc), exc, tb))
         self.message(text.rstrip())
