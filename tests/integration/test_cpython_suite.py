@@ -32,6 +32,10 @@ _RESULT = re.compile(r"^(?:== Tests result: |Result: )(\w+)", re.MULTILINE)
 # refuses a main interpreter with more than one thread, and the collector is
 # a second Python thread (see the README's "Threads").
 NEEDS_VERSION = {"test__xxsubinterpreters": (3, 12)}
+# Test methods left out of both runs, for the same reason: the collector is a
+# Python thread that allocates while the program runs, so a test that counts
+# the process's allocated blocks across a gc.collect() sees its objects.
+IGNORED_METHODS = {"test_sys": ["test_getallocatedblocks"]}
 
 
 def _present(names: list[str]) -> list[str]:
@@ -47,11 +51,12 @@ def _run(command: list[str], cwd) -> tuple[int, str, str]:
 
 
 def _check_module(module: str, tmp_path) -> None:
-    plain_rc, plain_result, plain_out = _run([sys.executable, "-m", "test", module], tmp_path)
+    ignored = [arg for name in IGNORED_METHODS.get(module, []) for arg in ("-i", name)]
+    plain_rc, plain_result, plain_out = _run([sys.executable, "-m", "test", module, *ignored], tmp_path)
     assert plain_result in ("SUCCESS", "NO TESTS RAN"), f"{module} does not pass plain:\n{plain_out[-3000:]}"
     out = tmp_path / "suite.tsp"
     rec_rc, rec_result, rec_out = _run([sys.executable, "-m", "truestack", "record", "--rate", "1000", "-q",
-                                        "-o", str(out), "-m", "test", module], tmp_path)
+                                        "-o", str(out), "-m", "test", module, *ignored], tmp_path)
     assert (rec_rc, rec_result) == (plain_rc, plain_result), \
         f"{module} under truestack: exit {rec_rc} {rec_result} (plain: {plain_rc} {plain_result})\n{rec_out[-4000:]}"
     profile = load(out)
