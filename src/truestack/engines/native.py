@@ -203,10 +203,9 @@ class _NativeEngine(Engine):
                 partial = raw.partial
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
-                    # The leaf end is right and its callers are missing, or (a sub-interpreter's
-                    # thread) nothing was walked: say so at the root.
-                    if frames or partial == "subinterpreter":
-                        frames = (_partial_root(partial), *frames)
+                    # The leaf end is right and its callers are missing, or nothing could be
+                    # walked (a sub-interpreter's thread, no thread state): say so at the root.
+                    frames = (_partial_root(partial), *frames)
                 elif raw.depth > len(frames):
                     frames = (_TRUNCATED, *frames)
                 tid = raw.tid

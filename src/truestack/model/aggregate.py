@@ -1,4 +1,4 @@
-"""Counting, done once: per-stack totals, per-function totals, per-thread totals,
+"""Counting, done once: per-stack totals (all threads or one), per-function totals,
 the call tree and stack labels that every exporter and the summary read.
 
 Exporters only format what this module counts. `aggregate(profile)` caches
@@ -98,20 +98,16 @@ class Aggregate:
         self._per_thread_counts: dict[int, dict[int, int]] = {}
         self._per_thread_totals: dict[int, dict[int, tuple[int, int]]] = {}
 
-    @property
-    def interval_ns(self) -> float | None:
-        return nominal_interval_ns(self.profile)
-
     @cached_property
     def stack_counts(self) -> dict[int, int]:
         """stack -> weighted sample count, all threads."""
         return weighted_stack_counts(self.profile)
 
     def thread_stack_counts(self, tid: int) -> dict[int, int]:
-        counts = self._per_thread_counts.get(tid)
-        if counts is None:
-            counts = self._per_thread_counts[tid] = weighted_stack_counts(self.profile, [tid])
-        return counts
+        """stack -> weighted sample count of one thread."""
+        if tid not in self._per_thread_counts:
+            self._per_thread_counts[tid] = weighted_stack_counts(self.profile, [tid])
+        return self._per_thread_counts[tid]
 
     @cached_property
     def stack_totals(self) -> dict[int, tuple[int, int]]:
@@ -120,15 +116,9 @@ class Aggregate:
 
     def thread_stack_totals(self, tid: int) -> dict[int, tuple[int, int]]:
         """stack -> (samples, weight ns) of one thread, stacks in first-seen order."""
-        totals = self._per_thread_totals.get(tid)
-        if totals is None:
-            totals = self._per_thread_totals[tid] = stack_totals(self.profile, [tid])
-        return totals
-
-    @cached_property
-    def thread_totals(self) -> dict[int, tuple[int, int]]:
-        """tid -> (samples, weight ns)."""
-        return {tid: (len(t), sum(t.weight_ns)) for tid, t in self.profile.threads.items()}
+        if tid not in self._per_thread_totals:
+            self._per_thread_totals[tid] = stack_totals(self.profile, [tid])
+        return self._per_thread_totals[tid]
 
     @property
     def empty_stack_count(self) -> int:

@@ -19,11 +19,6 @@ def format_rate(value: float | None) -> str:
     return f"{value / 1000:.3g} kHz" if value >= 1000 else f"{value:.4g} Hz"
 
 
-def partial_counts(profile: Profile) -> dict[str, int]:
-    """Partial (incomplete or suspect) samples by reason; reasons never seen are left out."""
-    return profile.meta.partial_counts
-
-
 def samples_taken(profile: Profile) -> int:
     stats = profile.meta.sampler_stats
     return stats.samples if stats is not None else profile.sample_count
@@ -33,7 +28,7 @@ def sampling_facts(profile: Profile) -> list[tuple[str, str]]:
     """[(label, value)] in reading order: engine, mode, rate, samples, losses."""
     meta = profile.meta
     stats = meta.sampler_stats
-    partial = partial_counts(profile)
+    partial = profile.meta.partial_counts
     partial_text = str(sum(partial.values()))
     if partial:
         partial_text += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(partial.items())) + ")"
@@ -103,7 +98,7 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         f"  rate: requested {format_rate(requested)}, achieved {format_rate(achieved)}"
         + (f" ({stats.timer})" if stats and stats.timer else "")
     )
-    partial = partial_counts(profile)
+    partial = profile.meta.partial_counts
     partial_text = ", ".join(f"{reason} {count}" for reason, count in sorted(partial.items()))
     lines.append(
         f"  samples: {taken} taken, {stats.dropped if stats else 0} dropped, "
