@@ -40,6 +40,26 @@ class ProfileFormatError(ValueError):
     """The file is not a readable truestack profile; the message says why."""
 
 
+def column_bytes(col: array[Any]) -> bytes:
+    """A column as the saved forms hold it: raw little-endian items."""
+    if sys.byteorder != "little":
+        col = array(col.typecode, col)
+        col.byteswap()
+    return col.tobytes()
+
+
+def read_column(typecode: str, count: int, buf: bytes, offset: int) -> tuple[array[Any], int]:
+    """`count` little-endian items of `typecode` at `offset`, and the offset after them; ValueError if short."""
+    col: array[Any] = array(typecode)
+    size = col.itemsize * count
+    if count < 0 or offset + size > len(buf):
+        raise ValueError("column data ends early")
+    col.frombytes(buf[offset : offset + size])
+    if sys.byteorder != "little":
+        col.byteswap()
+    return col, offset + size
+
+
 def _columns(profile: Profile) -> list[tuple[str, array[Any]]]:
     cols: list[tuple[str, array[Any]]] = [
         ("stack_prefix", profile.stacks.prefix),
@@ -70,10 +90,7 @@ def dumps(profile: Profile) -> bytes:
         comp.compress(header_bytes),
     ]
     for _name, col in columns:
-        if sys.byteorder != "little":
-            col = array(col.typecode, col)
-            col.byteswap()
-        parts.append(comp.compress(col.tobytes()))
+        parts.append(comp.compress(column_bytes(col)))
     parts.append(comp.flush())
     return b"".join(parts)
 
@@ -134,15 +151,7 @@ def _decode(body: bytes) -> Profile:
     offset = 4 + header_len
     columns: dict[str, array[Any]] = {}
     for name, typecode, count in header["columns"]:
-        col = array(typecode)
-        size = col.itemsize * count
-        if offset + size > len(body):
-            raise ValueError("column data ends early")
-        col.frombytes(body[offset : offset + size])
-        if sys.byteorder != "little":
-            col.byteswap()
-        columns[name] = col
-        offset += size
+        columns[name], offset = read_column(typecode, count, body, offset)
     profile = Profile(ProfileMeta.from_dict(header["meta"]))
     for s in header["strings"]:
         profile.strings.intern(s)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
 import threading
-from array import array
 from typing import Any, BinaryIO
 
 from .meta import ProfileMeta
 from .profile import Marker, Profile
+from .storage import column_bytes, read_column
 from .tables import FrameRow, Func
 
 STREAM_MAGIC = b"TSSTRM\r\n"
@@ -38,13 +37,6 @@ MAX_RECORD = 1 << 30  # a larger length is a damaged stream, not a record
 
 class StreamError(ValueError):
     """The stream is not a truestack profile stream, or a record is damaged."""
-
-
-def _le(col: array[Any]) -> bytes:
-    if sys.byteorder != "little":
-        col = array(col.typecode, col)
-        col.byteswap()
-    return col.tobytes()
 
 
 class ProfileStreamWriter:
@@ -90,7 +82,7 @@ class ProfileStreamWriter:
             start, stop = self._sent_samples.get(tid, 0), len(thread)
             if stop > start or tid not in self._sent_samples:
                 threads.append({"tid": tid, "name": thread.name, "count": stop - start})
-                columns.extend(_le(getattr(thread, name)[start:stop]) for name, _code in _COLUMNS)
+                columns.extend(column_bytes(getattr(thread, name)[start:stop]) for name, _code in _COLUMNS)
                 self._sent_samples[tid] = stop
         self._sent_strings += len(strings)
         self._sent_funcs += len(funcs)
@@ -182,15 +174,8 @@ class ProfileStreamReader:
             thread = p.thread(entry["tid"], entry["name"])
             count = entry["count"]
             for name, code in _COLUMNS:
-                col: array[Any] = array(code)
-                size = col.itemsize * count
-                if count < 0 or offset + size > len(payload):
-                    raise ValueError("sample columns end early")
-                col.frombytes(payload[offset : offset + size])
-                if sys.byteorder != "little":
-                    col.byteswap()
+                col, offset = read_column(code, count, payload, offset)
                 getattr(thread, name).extend(col)
-                offset += size
         p.markers.extend(Marker(**m) for m in header["markers"])
         p.meta = ProfileMeta.from_dict(header["meta"])
         if header.get("end"):
