@@ -20,7 +20,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CSRC = "src/truestack/_csrc"
-NATIVE_SOURCES = ["module.c", "sampler.c", "walker.c", "layout.c", "ring.c", "staging.c", "safeload.c"]
+NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", "layout.c", "ring.c", "staging.c",
+                  "safeload.c"]
 ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
                   "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
 

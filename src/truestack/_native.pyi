@@ -1,6 +1,7 @@
 """Types of truestack._native, the C sampler (src/truestack/_csrc/module.c).
 
-`_probe_guarded_load` exists only in test builds (TRUESTACK_TEST_BUILD=1).
+`_probe_guarded_load` and the `_test_*` hooks exist only in test builds
+(TRUESTACK_TEST_BUILD=1).
 
 tests/native/test_native_stubs.py checks that the names here and the
 module's agree.
@@ -14,6 +15,7 @@ FRAME_KINDS: Final[tuple[str, ...]]  # frame kinds in C enum order; mirrors true
 WALK_LEAF_FIRST: Final[int]
 MAX_THREADS: Final[int]  # threads registered at once
 MAX_DEPTH: Final[int]  # largest max_depth
+GUARDED_LOADS: Final[int]  # 1 where fault-tolerant loads exist (x86-64): the sampler refuses to start elsewhere
 _core_api: Final[object]  # capsule of the walker API lent to truestack._oracle
 
 @final
@@ -39,7 +41,7 @@ class RawSample(tuple[Any, ...]):
         """Flat, leaf first: (code, byte offset, ...) or ((qualname, file, firstlineno), line, ...)."""
 
 def start(mode: str, interval_ns: int, max_depth: int, ring_slots: int = 65536, timer: str = "auto") -> str:
-    """Arm the timers (cpu) or start the sampler thread (wall); returns the timer's name."""
+    """Arm the timers (cpu) and start the control thread; returns the timer's name."""
 
 def stop() -> None: ...
 def drain() -> list[RawSample]: ...
@@ -47,6 +49,7 @@ def sync_threads(exclude: set[int] | frozenset[int], /) -> list[tuple[int, int]]
     """Register the interpreter's live threads (not `exclude` idents), unregister gone ones: [(ident, tid)]."""
 
 def register_current() -> int: ...
+def unregister_current() -> None: ...
 def walk_current(max_depth: int, /) -> list[tuple[CodeType, int, str]]: ...
 def walk_current_info(max_depth: int, /) -> tuple[list[tuple[CodeType, int, str]], int, str | None]: ...
 def code_line(code: CodeType, byte_offset: int, /) -> int: ...
@@ -55,3 +58,8 @@ def codes_resolved_at_death() -> int: ...
 def after_fork_child() -> None: ...
 def _probe_guarded_load() -> tuple[int, int]:
     """Test builds only (TRUESTACK_TEST_BUILD=1): a guarded load from an inaccessible page."""
+def _test_register_stale(tid: int, /) -> None:
+    """Test builds only: register a tid without checking it, as a thread that died would leave it."""
+
+def _test_stuck_slot(stuck: bool, /) -> bool | None:
+    """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""

@@ -29,6 +29,40 @@ static PyObject *errno_error(int neg) {
     return PyErr_SetFromErrno(PyExc_OSError);
 }
 
+unsigned long ts_tstate_ident_off = offsetof(PyThreadState, thread_id);
+
+#if PY_VERSION_HEX >= 0x030B0000
+static long tstate_tid(PyThreadState *t) { return (long)t->native_thread_id; }
+static int tid_lookup_init(void) { return 0; }
+#else
+/* 3.10 keeps only the pthread_t. pthread_getcpuclockid() on the pthread_t of
+ * a thread that already exited is undefined behaviour, so read the kernel tid
+ * from glibc's thread descriptor with a guarded load instead: the kernel
+ * zeroes that field when the thread exits (CLONE_CHILD_CLEARTID), and an
+ * unmapped descriptor faults harmlessly. Its offset is found on this thread. */
+static long pthread_tid_off = -1;
+
+static int tid_lookup_init(void) {
+    if (pthread_tid_off >= 0) return 0;
+    if (ts_safeload_install() != 0) return -1;
+    int self = (int)syscall(SYS_gettid), fault = 0;
+    uintptr_t desc = (uintptr_t)pthread_self();
+    for (long off = 0; off < 4096 && !fault; off += 4)
+        if ((int)ts_load_sized(desc + (uintptr_t)off, 4, &fault) == self && !fault) {
+            pthread_tid_off = off;
+            break;
+        }
+    return 0; /* not found: only threads that register themselves are sampled */
+}
+
+static long tstate_tid(PyThreadState *t) {
+    int fault = 0;
+    if (!t->thread_id || pthread_tid_off < 0) return 0;
+    long tid = (long)(int)ts_load_sized((uintptr_t)t->thread_id + (uintptr_t)pthread_tid_off, 4, &fault);
+    return fault ? 0 : tid;
+}
+#endif
+
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", NULL};
@@ -44,7 +78,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
         return PyErr_Format(PyExc_ValueError, "max_depth must be 1..%d", TS_MAX_DEPTH);
     if (slots < 1024 || slots > (1ULL << 24)) return PyErr_Format(PyExc_ValueError, "ring_slots out of range");
     int pref = strcmp(timer, "perf") == 0 ? TS_TIMER_PERF : strcmp(timer, "timer_create") == 0 ? TS_TIMER_POSIX : 0;
-    if (ts_codehook_install() < 0) return NULL;
+    if (ts_codehook_install() < 0 || tid_lookup_init() < 0) return NULL;
     /* A different slot size replaces the ring: settle what it holds first. */
     ts_fold(NULL, 1);
     int rc = ts_sampler_start(m, interval, depth, slots, pref);
@@ -138,17 +172,6 @@ static PyObject *py_drain(PyObject *self, PyObject *unused) {
     return out;
 }
 
-static long tstate_tid(PyThreadState *t) {
-#if PY_VERSION_HEX >= 0x030B0000
-    return (long)t->native_thread_id;
-#else
-    /* glibc encodes the kernel tid in the thread's CPU clock id. */
-    clockid_t clk;
-    if (!t->thread_id || pthread_getcpuclockid((pthread_t)t->thread_id, &clk) != 0) return 0;
-    return (long)~((int)clk >> 3);
-#endif
-}
-
 static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     (void)self;
     /* One GIL-held pass, so a thread registering itself meanwhile can't be
@@ -156,32 +179,48 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS]; /* GIL held: one caller at a time */
+    /* GIL held: one caller at a time. */
+    static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS];
+    static unsigned long idents[TS_MAX_THREADS], excluded[64];
+    int nexcl = 0;
+    PyObject *it = PyObject_GetIter(exclude), *o;
+    while (it && (o = PyIter_Next(it)) != NULL) {
+        if (nexcl < 64) excluded[nexcl++] = PyLong_AsUnsignedLong(o);
+        Py_DECREF(o);
+    }
+    Py_XDECREF(it);
+    if (PyErr_Occurred()) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    /* Register from a snapshot taken before any Python call: a call may
+     * run other threads, and a thread state freed meanwhile must not be
+     * followed. The list built afterwards uses only the copies. */
     int nlive = 0;
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t; t = PyThreadState_Next(t)) {
-        long tid = tstate_tid(t);
-        if (tid <= 0 || nlive >= TS_MAX_THREADS) continue;
-        PyObject *ident = PyLong_FromUnsignedLong(t->thread_id);
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t && nlive < TS_MAX_THREADS;
+         t = PyThreadState_Next(t)) {
+        int tid = (int)tstate_tid(t), skip = 0;
+        for (int j = 0; j < nexcl && !skip; j++) skip = excluded[j] == t->thread_id;
+        if (tid <= 0 || skip) continue;
+        live[nlive] = tid;
+        idents[nlive++] = t->thread_id;
+        ts_register_thread(tid, t, t->thread_id);
+    }
+    for (int i = 0; i < nlive; i++) {
+        PyObject *ident = PyLong_FromUnsignedLong(idents[i]);
         if (!ident) {
             Py_DECREF(out);
             return NULL;
         }
-        int skip = PySet_Contains(exclude, ident);
-        if (!skip) {
-            live[nlive++] = (int)tid;
-            ts_register_thread((int)tid);
-            PyObject *pair = Py_BuildValue("(Oi)", ident, (int)tid);
-            if (!pair || PyList_Append(out, pair) < 0) {
-                Py_XDECREF(pair);
-                Py_DECREF(ident);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(pair);
+        PyObject *pair = Py_BuildValue("(Ni)", ident, live[i]);
+        if (!pair || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(out);
+            return NULL;
         }
-        Py_DECREF(ident);
+        Py_DECREF(pair);
     }
-    int n = ts_thread_tids(reg, TS_MAX_THREADS);
+    int n = ts_thread_tids(reg, TS_MAX_THREADS, 0);
     for (int i = 0; i < n; i++) {
         int found = 0;
         for (int j = 0; j < nlive && !found; j++) found = reg[i] == live[j];
@@ -193,9 +232,17 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
 static PyObject *py_register_current(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     int tid = (int)syscall(SYS_gettid);
-    int rc = ts_register_thread(tid);
+    PyThreadState *ts = PyThreadState_Get();
+    int rc = ts_register_thread(tid, ts, ts->thread_id);
     if (rc < 0 && rc != -ESRCH) return errno_error(rc);
     return PyLong_FromLong(tid);
+}
+
+static PyObject *py_unregister_current(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    /* Called as a thread ends, sampling or not: its tid may be reused. */
+    ts_unregister_thread((int)syscall(SYS_gettid));
+    Py_RETURN_NONE;
 }
 
 static PyObject *walk_list(int max_depth, ts_walk_result *r) {
@@ -263,16 +310,39 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         }
         Py_DECREF(o);
     }
+    static int tids[TS_MAX_THREADS];
+    int nunarmed = ts_thread_tids(tids, TS_MAX_THREADS, 1);
+    PyObject *unsampled = PyList_New(nunarmed);
+    for (int i = 0; unsampled && i < nunarmed; i++) {
+        PyObject *v = PyLong_FromLong(tids[i]);
+        if (!v)
+            Py_CLEAR(unsampled);
+        else
+            PyList_SET_ITEM(unsampled, i, v);
+    }
+    if (!unsampled) {
+        Py_DECREF(partial);
+        return NULL;
+    }
     uint64_t used = atomic_load(&ts_R.head) - ts_R.tail;
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples),
-                         "dropped", C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns",
-                         C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
-                         "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
-                         "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
-                         "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()), "layout",
-                         ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches, "code_hook",
-                         ts_codehook_kind(), "threads", ts_thread_count(), "active", ts_sampler_active(),
-                         "forked_child", ts_forked_child);
+    PyObject *d = Py_BuildValue(
+        "{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples), "dropped",
+        C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns", C(overruns), "ticks", C(ticks),
+        "wakeups", C(wakeups), "weight_ns", C(weight_ns), "faults_absorbed",
+        (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial, "settle_timeouts",
+        C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity, "ring_used", (unsigned long long)used,
+        "timer", ts_timer_name(ts_sampler_timer()), "layout", ts_L.source, "layout_mismatches",
+        ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(), "active",
+        ts_sampler_active(), "forked_child", ts_forked_child);
+    PyObject *more = Py_BuildValue(
+        "{sKsKsKsKsKsKsLsLsLsN}", "handler_ns", C(handler_ns), "remote_samples", C(remote_samples),
+        "remote_discarded", C(remote_discarded), "rate_lowered", C(rate_lowered), "timer_fallbacks",
+        C(timer_fallbacks), "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns",
+        (long long)atomic_load(&ts_interval_ns), "requested_interval_ns", (long long)ts_requested_interval_ns,
+        "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids", unsampled);
+    if (!d || !more || PyDict_Update(d, more) < 0) Py_CLEAR(d);
+    Py_XDECREF(more);
+    return d;
 }
 
 static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
@@ -289,6 +359,37 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
 }
 
 #ifdef TS_TEST_HOOKS
+/* Test builds only: a registration as a thread that died while sampling was
+ * stopped would leave it (tid unchecked). */
+static PyObject *py_test_register_stale(PyObject *self, PyObject *arg) {
+    (void)self;
+    long tid = PyLong_AsLong(arg);
+    if (tid == -1 && PyErr_Occurred()) return NULL;
+    int rc = ts_test_register_stale((int)tid);
+    if (rc < 0) return errno_error(rc);
+    Py_RETURN_NONE;
+}
+
+/* Test builds only: claim a ring slot and leave it unfinished, as a handler
+ * stopped mid-write would; _test_stuck_slot(False) finishes it late. */
+static PyObject *py_test_stuck_slot(PyObject *self, PyObject *arg) {
+    (void)self;
+    static ts_slot *stuck;
+    static uint64_t stuck_pos;
+    if (PyObject_IsTrue(arg)) {
+        stuck = ts_ring_claim(&stuck_pos);
+        if (!stuck) return PyErr_Format(PyExc_RuntimeError, "ring full");
+        Py_RETURN_NONE;
+    }
+    if (!stuck) return PyErr_Format(PyExc_RuntimeError, "no stuck slot");
+    memset(stuck->frames, 0, sizeof(ts_rawframe));
+    stuck->nframes = 0;
+    stuck->tid = 0;
+    int kept = ts_ring_commit(stuck, stuck_pos);
+    stuck = NULL;
+    return PyBool_FromLong(kept);
+}
+
 /* Test builds only: one guarded load from an inaccessible page, exactly as
  * the walker loads, so tests can prove a fault is absorbed (or not). */
 static PyObject *py_probe_guarded_load(PyObject *self, PyObject *unused) {
@@ -316,6 +417,7 @@ static PyMethodDef methods[] = {
     {"sync_threads", py_sync_threads, METH_O,
      "sync_threads(exclude_idents: set) -> [(ident, tid)]: register live threads, unregister gone ones."},
     {"register_current", py_register_current, METH_NOARGS, "Register the calling thread; returns its tid."},
+    {"unregister_current", py_unregister_current, METH_NOARGS, "Unregister the calling thread (it is ending)."},
     {"walk_current", py_walk_current, METH_O,
      "walk_current(max_depth) -> [(code, byte_offset, kind)], LEAF FIRST, from the same signal-safe walker."},
     {"walk_current_info", py_walk_current_info, METH_O,
@@ -324,6 +426,9 @@ static PyMethodDef methods[] = {
     {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
     {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
 #ifdef TS_TEST_HOOKS
+    {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
+    {"_test_stuck_slot", py_test_stuck_slot, METH_O,
+     "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,
      "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
 #endif
@@ -376,6 +481,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         add_string_tuple(m, "PARTIAL_REASONS", ts_partial_names + 1, TS_NREASONS - 1) < 0 ||
         add_string_tuple(m, "FRAME_KINDS", ts_kind_names, TS_NKINDS) < 0 ||
         PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1) < 0 ||
+        PyModule_AddIntConstant(m, "GUARDED_LOADS", TS_HAVE_SAFE_LOAD) < 0 ||
         PyModule_AddIntConstant(m, "MAX_THREADS", TS_MAX_THREADS) < 0 ||
         PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0) {
         Py_DECREF(m);

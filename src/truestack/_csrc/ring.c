@@ -5,6 +5,18 @@
 #include <time.h>
 
 ts_ring ts_R;
+_Atomic uint64_t ts_ring_abandoned;
+
+/* Slots store seq - index (ring.h): these convert. */
+TS_SIGNAL_SAFE static inline uint64_t seq_of(ts_slot *s, uint64_t pos) {
+    return atomic_load_explicit(&s->seq, memory_order_acquire) + (pos & (ts_R.capacity - 1));
+}
+TS_SIGNAL_SAFE static inline uint64_t stored(uint64_t seq, uint64_t pos) { return seq - (pos & (ts_R.capacity - 1)); }
+
+static void *map_zeroed(size_t size) {
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return mem == MAP_FAILED ? NULL : mem;
+}
 
 int ts_ring_init(uint64_t capacity, int max_frames) {
     uint64_t cap = 1;
@@ -16,15 +28,13 @@ int ts_ring_init(uint64_t capacity, int max_frames) {
     }
     ts_ring_free();
     size_t size = (size_t)(cap * slot_size);
-    /* Lazily committed: only the slots actually written cost memory. */
-    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) return -1;
+    void *mem = map_zeroed(size);
+    if (!mem) return -1;
     ts_R.mem = mem;
     ts_R.mem_size = size;
     ts_R.capacity = cap;
     ts_R.slot_size = slot_size;
     ts_R.max_frames = max_frames;
-    for (uint64_t i = 0; i < cap; i++) atomic_store_explicit(&ts_ring_slot(i)->seq, i, memory_order_relaxed);
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
     return 0;
@@ -37,9 +47,12 @@ void ts_ring_free(void) {
 }
 
 void ts_ring_reset_after_fork(void) {
-    /* Slots claimed by parent threads will never be committed here. */
+    /* Slots claimed by parent threads will never be committed here: start
+     * over on fresh zero pages (which also gives back the parent's). */
     if (!ts_R.mem) return;
-    for (uint64_t i = 0; i < ts_R.capacity; i++) atomic_store_explicit(&ts_ring_slot(i)->seq, i, memory_order_relaxed);
+    void *mem = mmap(ts_R.mem, ts_R.mem_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (mem == MAP_FAILED) memset(ts_R.mem, 0, ts_R.mem_size);
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
 }
@@ -49,8 +62,7 @@ TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *out_pos) {
     uint64_t pos = atomic_load_explicit(&ts_R.head, memory_order_relaxed);
     for (;;) {
         ts_slot *s = ts_ring_slot(pos);
-        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
+        int64_t dif = (int64_t)(seq_of(s, pos) - pos);
         if (dif == 0) {
             if (atomic_compare_exchange_weak_explicit(&ts_R.head, &pos, pos + 1, memory_order_relaxed,
                                                       memory_order_relaxed)) {
@@ -58,41 +70,66 @@ TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *out_pos) {
                 return s;
             }
         } else if (dif < 0) {
-            return NULL; /* full */
+            return NULL; /* full, or a stuck slot of the previous lap */
         } else {
             pos = atomic_load_explicit(&ts_R.head, memory_order_relaxed);
         }
     }
 }
 
-TS_SIGNAL_SAFE void ts_ring_commit(ts_slot *s, uint64_t pos) {
-    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+TS_SIGNAL_SAFE int ts_ring_commit(ts_slot *s, uint64_t pos) {
+    uint64_t expect = stored(pos, pos);
+    if (atomic_compare_exchange_strong_explicit(&s->seq, &expect, stored(pos + 1, pos), memory_order_release,
+                                                memory_order_relaxed))
+        return 1;
+    /* Abandoned by the consumer while we wrote it: hand it to the next lap. */
+    atomic_store_explicit(&s->seq, stored(pos + ts_R.capacity, pos), memory_order_release);
+    return 0;
+}
+
+static int64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 ts_slot *ts_ring_peek(int wait_busy) {
     if (!ts_R.mem) return NULL;
-    uint64_t pos = ts_R.tail;
-    ts_slot *s = ts_ring_slot(pos);
-    for (int spins = 0;; spins++) {
-        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        if (seq == pos + 1) return s;
-        /* Empty, or claimed and still being written by a handler. */
-        if (!wait_busy || atomic_load_explicit(&ts_R.head, memory_order_relaxed) == pos) return NULL;
-        /* The writer is a signal handler on another thread (this thread's
-         * own handler always finishes before we resume): it finishes in
-         * microseconds unless that thread is descheduled or stopped, so
-         * wait up to ~1 s, then give up rather than hang. */
-        if (spins > 100000) return NULL;
-        if (spins > 100) {
-            struct timespec ts = {0, 10000};
-            nanosleep(&ts, NULL);
-        } else {
-            sched_yield();
+    for (;;) {
+        uint64_t pos = ts_R.tail;
+        ts_slot *s = ts_ring_slot(pos);
+        int64_t deadline = 0;
+        for (int spins = 0;; spins++) {
+            uint64_t seq = seq_of(s, pos);
+            if (seq == pos + 1) return s;
+            /* Empty, or claimed and still being written by a handler. */
+            if (!wait_busy || atomic_load_explicit(&ts_R.head, memory_order_relaxed) == pos) return NULL;
+            /* The writer is a signal handler on another thread (this thread's
+             * own handler always finishes before we resume): it finishes in
+             * microseconds unless that thread is descheduled or stopped. Wait
+             * a bounded time with the GIL held, then abandon the slot: the
+             * writer's commit will see it and drop its sample. */
+            if (spins == 64) deadline = mono_ns() + TS_RING_STUCK_NS;
+            if (spins > 64 && mono_ns() > deadline) break;
+            if (spins > 64) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
         }
+        uint64_t expect = stored(pos, pos);
+        if (atomic_compare_exchange_strong_explicit(&s->seq, &expect, stored(pos + 2, pos), memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            atomic_fetch_add(&ts_ring_abandoned, 1);
+            ts_R.tail++;
+            continue;
+        }
+        /* Committed at the last moment: take it. */
     }
 }
 
 void ts_ring_release(ts_slot *s) {
-    atomic_store_explicit(&s->seq, ts_R.tail + ts_R.capacity, memory_order_release);
+    atomic_store_explicit(&s->seq, stored(ts_R.tail + ts_R.capacity, ts_R.tail), memory_order_release);
     ts_R.tail++;
 }

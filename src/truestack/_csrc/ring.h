@@ -4,15 +4,21 @@
  * head; a full ring drops the sample and counts it). The consumer is a
  * GIL-holding thread (drain or the code destroy hook); the GIL makes it
  * single. Each slot carries a sequence number (Vyukov's bounded queue):
- * seq == pos: free for the producer of position pos; seq == pos + 1:
- * committed; the consumer hands it back as pos + capacity.
+ * seq == pos: free for the producer of position pos (or claimed and being
+ * written once head > pos); seq == pos + 1: committed; seq == pos + 2: the
+ * consumer gave up waiting for a stuck producer (abandoned); the consumer
+ * hands a slot back as pos + capacity.
+ *
+ * A slot stores seq minus its index, so the zero pages of a fresh mapping
+ * already read as "free for lap 0": only slots actually written become
+ * resident, and a short run pays for the samples it took, not the ring.
  */
 #ifndef TS_RING_H
 #define TS_RING_H
 #include "ts_common.h"
 
 typedef struct {
-    _Atomic uint64_t seq;
+    _Atomic uint64_t seq; /* minus the slot's index: see above */
     int32_t tid;
     uint16_t nframes;
     uint8_t state;
@@ -49,11 +55,16 @@ static inline ts_slot *ts_ring_slot(uint64_t pos) {
 TS_HIDDEN_BEGIN
 /* Claims a slot (NULL when full) and publishes it. */
 TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *pos);
-TS_SIGNAL_SAFE void ts_ring_commit(ts_slot *s, uint64_t pos);
+/* Publishes a claimed slot; returns 0 if the consumer abandoned it meanwhile
+ * (the sample is lost and the slot handed back for the next lap). */
+TS_SIGNAL_SAFE int ts_ring_commit(ts_slot *s, uint64_t pos);
 TS_HIDDEN_END
 
-/* Consumer side: the next committed slot or NULL. With wait_busy, waits
- * (bounded) for an in-progress slot to be committed rather than stopping. */
+/* Consumer side: the next committed slot or NULL. With wait_busy, waits up to
+ * TS_RING_STUCK_NS for an in-progress slot, then abandons it (counted in
+ * ts_ring_abandoned) and goes on with the next one. */
+#define TS_RING_STUCK_NS 2000000
+extern _Atomic uint64_t ts_ring_abandoned;
 ts_slot *ts_ring_peek(int wait_busy);
 void ts_ring_release(ts_slot *s);
 #endif

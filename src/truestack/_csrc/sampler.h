@@ -1,5 +1,5 @@
-/* Sampling core: thread registry, timers (perf_event / timer_create / wall
- * sampler thread) and the SIGPROF handler that feeds the ring. */
+/* Sampling core: thread registry, timers (perf_event / timer_create / the
+ * control thread's wall ticks) and the SIGPROF handler that feeds the ring. */
 #ifndef TS_SAMPLER_H
 #define TS_SAMPLER_H
 #include "ts_common.h"
@@ -11,22 +11,33 @@ typedef struct {
     _Atomic uint64_t signals, samples, dropped, foreign, late, overruns, ticks, wakeups;
     _Atomic uint64_t weight_ns; /* sum of sample weights */
     _Atomic uint64_t partial[TS_NREASONS];
-    _Atomic uint64_t settle_timeouts; /* destroy hook gave up waiting on a slot */
+    _Atomic uint64_t settle_timeouts;  /* destroy hook gave up waiting on a slot */
+    _Atomic uint64_t handler_ns;       /* time spent inside our SIGPROF handler */
+    _Atomic uint64_t remote_samples;   /* wall: blocked threads walked by the control thread */
+    _Atomic uint64_t remote_discarded; /* ... whose walk was dropped because the thread ran meanwhile */
+    _Atomic uint64_t rate_lowered;     /* times the CPU budget halved the rate */
+    _Atomic uint64_t timer_fallbacks;  /* threads given a POSIX timer because no perf fd was left */
 } ts_counters;
 extern ts_counters ts_C;
 
 /* Everything below runs with the GIL held. Return 0 or -errno. */
 int ts_sampler_start(int mode, int64_t interval_ns, int max_frames, uint64_t ring_slots, int timer_pref);
-int ts_sampler_stop(void);
+int ts_sampler_stop(void); /* returns once no handler is running any more */
 int ts_sampler_active(void);
 int ts_sampler_timer(void);
-int ts_register_thread(int tid); /* idempotent */
+/* Registers a live thread of this process (idempotent; -ESRCH if tid is not
+ * one). tstate/ident let the control thread walk it while it is blocked. */
+int ts_register_thread(int tid, void *tstate, unsigned long ident);
 int ts_unregister_thread(int tid);
 int ts_thread_count(void);
-int ts_thread_tids(int *out, int max);
-int ts_thread_is_dead(int tid); /* wall sampler saw ESRCH */
-extern int ts_forked_child;     /* set in a fork child: sampling stopped there */
-extern int64_t ts_interval_ns;
+int ts_thread_tids(int *out, int max, int only_unarmed);
+#ifdef TS_TEST_HOOKS
+int ts_test_register_stale(int tid);
+#endif
+extern int ts_forked_child; /* set in a fork child: sampling stopped there */
+extern _Atomic int64_t ts_interval_ns;  /* current: the CPU budget may lower the rate */
+extern int64_t ts_requested_interval_ns;
+extern int64_t ts_max_interval_ns; /* the lowest rate the budget went down to */
 extern int ts_mode;
 const char *ts_timer_name(int timer);
 #endif

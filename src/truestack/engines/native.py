@@ -4,26 +4,36 @@
 (perf_event task-clock per thread when the kernel allows it, else a
 per-thread CPU-clock POSIX timer); each sample weighs the thread's CPU time
 since its previous sample, read from its CPU clock inside the handler.
-`NativeWallEngine` has a native sampler thread signal every registered thread
-at the rate, idle or not; a sample is "running" when the thread used at least
-half an interval of CPU since its previous sample, else "idle".
+`NativeWallEngine` has a native control thread tick at the rate and sample
+every registered thread, idle or not. A thread that used at least half an
+interval of CPU since the previous tick is signalled and walks itself
+("running"); any other thread is blocked or waiting, so the control thread
+walks its frames itself with the same guarded loads ("idle") rather than
+signal it: a caught signal would end `signal.pause()` and interrupt its
+other waits.
+
+Cost: the control thread measures what sampling costs (handler time plus the
+kernel's signal delivery) and halves the rate while it exceeds a quarter of
+the process's CPU time, doubling it back when it falls well below; the
+profile's notes say when the rate was lowered. The ring is sized to the rate
+(about two seconds of samples for every CPU or thread) and its pages become
+resident only as samples are written.
 
 Threads: every Python thread of the main interpreter is sampled (a thread
 running a sub-interpreter gives `[partial stack: subinterpreter]` samples) — threads
 that existed before start(), `threading` threads (a wrapper of
 `Thread._bootstrap_inner` registers each one as it starts; the program's
 profile and trace hooks are left alone) and `_thread` threads (found by the walk of the
-interpreter's thread states done at start and at every drain). Threads whose
-thread state is gone are deregistered at the next drain, and the wall sampler
-never signals a tid again after the kernel said it was gone. Threads named
+interpreter's thread states done at start and at every drain). A `threading`
+thread deregisters itself as it ends, sampling or not; other threads whose
+thread state is gone are deregistered at the next drain. A tid is armed only
+once the kernel confirms it is a live thread of this process, so a stale
+registration never signals another process. Threads named
 ``truestack-*`` (the collector) are not sampled.
 
 fork(): the child stops sampling cleanly. No timer, sampler thread or
 pending sample of the parent survives in it; `drain()` returns nothing and
 `stats().notes` says so; the child may start a new engine.
-
-Wall mode interrupts blocking system calls with SIGPROF. Python's own calls
-retry (PEP 475); third-party C code that does not handle EINTR may see it.
 
 One native engine can run at a time per process (the C core is global).
 """
@@ -41,6 +51,7 @@ from typing import Any
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
+from .native_stats import sampler_notes
 
 try:
     from .. import _native
@@ -53,6 +64,8 @@ else:
 _TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
 _CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 _SYNC_INTERVAL_S = 0.02
+_RING_SECONDS = 2.0  # samples the ring holds between drains, at the full rate
+_RING_MIN, _RING_MAX = 1024, 65536
 _active: _NativeEngine | None = None
 _forked = False
 
@@ -80,7 +93,7 @@ class _NativeEngine(Engine):
         mode: str | None = None,
         rate_hz: float = 100,
         max_depth: int = 128,
-        ring_slots: int = 65536,
+        ring_slots: int | None = None,
         timer: str | None = None,
     ) -> None:
         mode = mode or self.sampling_mode
@@ -89,9 +102,13 @@ class _NativeEngine(Engine):
         super().__init__(mode, rate_hz, max_depth)
         if _native is None:
             raise EngineUnavailable(f"truestack._native cannot be imported: {_IMPORT_ERROR}")
+        if not _native.GUARDED_LOADS:
+            raise EngineUnavailable(
+                f"the native sampler needs fault-tolerant loads, implemented for x86-64 only (this is {os.uname().machine})"
+            )
         if not 1 <= max_depth <= _native.MAX_DEPTH:
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
-        self.ring_slots = int(ring_slots)
+        self.ring_slots = int(ring_slots) if ring_slots else 0  # 0: sized at start
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
         self._interval_ns = max(10_000, round(1e9 / self.rate_hz))
         self._lock = threading.RLock()
@@ -121,7 +138,7 @@ class _NativeEngine(Engine):
                 raise RuntimeError("another native engine is already running in this process")
             try:
                 self._timer = _native.start(
-                    self.mode, self._interval_ns, self.max_depth, self.ring_slots, self.timer_pref
+                    self.mode, self._interval_ns, self.max_depth, self.ring_slots or self._ring_size(), self.timer_pref
                 )
             except (OSError, ValueError) as exc:
                 raise EngineUnavailable(f"cannot start native {self.mode} sampling: {exc}") from exc
@@ -145,6 +162,13 @@ class _NativeEngine(Engine):
             self._remove_thread_hook()
             self._elapsed += time.monotonic() - self._started_at
 
+    def _ring_size(self) -> int:
+        # Enough for the drain to fall seconds behind: every CPU (cpu mode)
+        # or every thread (wall mode) sampled at the full rate.
+        cpus = os.cpu_count() or 1
+        streams = cpus if self.mode == "cpu" else max(threading.active_count(), cpus)
+        return int(min(max(self.rate_hz * streams * _RING_SECONDS, _RING_MIN), _RING_MAX))
+
     # -- threads -----------------------------------------------------------
     def _register_thread(self, name: str) -> None:
         try:
@@ -165,7 +189,10 @@ class _NativeEngine(Engine):
 
         def _bootstrap_inner(thread: threading.Thread) -> None:
             engine._register_thread(thread.name)
-            original(thread)
+            try:
+                original(thread)
+            finally:  # its tid may be reused by another process once it ends
+                _native.unregister_current()
 
         _bootstrap_inner.__wrapped__ = original  # type: ignore[attr-defined]
         threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
@@ -283,11 +310,9 @@ class _NativeEngine(Engine):
             n = count - base["partial"].get(reason, 0) if base is not raw else count
             if n:
                 partial[reason] = n
-        notes = []
+        notes = sampler_notes(raw, delta, self._names)
         if _forked:
             notes.append("forked child: sampling stopped at fork (the parent keeps profiling)")
-        if self.mode == "wall":
-            notes.append("wall mode interrupts blocking system calls (EINTR) in C code that does not retry")
         return SamplerStats(
             engine=self.name,
             mode=self.mode,
@@ -311,6 +336,16 @@ class _NativeEngine(Engine):
                 "wall_wakeups": delta("wakeups"),
                 "faults_absorbed": delta("faults_absorbed"),
                 "settle_timeouts": delta("settle_timeouts"),
+                "abandoned_slots": delta("abandoned_slots"),
+                "handler_ns": delta("handler_ns"),
+                "remote_samples": delta("remote_samples"),
+                "remote_discarded": delta("remote_discarded"),
+                "rate_lowered": delta("rate_lowered"),
+                "timer_fallbacks": delta("timer_fallbacks"),
+                "requested_interval_ns": raw["requested_interval_ns"],
+                "effective_interval_ns": raw["interval_ns"],
+                "max_interval_ns": raw["max_interval_ns"],
+                "unsampled_threads": [self._names.get(t, f"thread-{t}") for t in raw["unsampled_tids"]],
                 "threads_registered": raw["threads"],
                 "layout": raw["layout"],
                 "code_hook": raw["code_hook"],

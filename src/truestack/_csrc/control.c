@@ -1,0 +1,194 @@
+/* The control thread of a sampling session (see sampler_int.h).
+ *
+ * Wall mode: every tick it accounts the elapsed wall time to each registered
+ * thread, then signals only the threads that ran at least half an interval
+ * since the previous tick. A thread blocked in the kernel is not signalled
+ * (a caught signal would end pause() and interrupt its other waits): its
+ * frame chain cannot change while it sleeps, so this thread walks it with the
+ * same guarded loads and keeps the walk only if the thread's CPU clock did
+ * not move meanwhile and its thread state still names it.
+ *
+ * Both modes: every TS_BUDGET_PERIOD_NS it compares what sampling cost (the
+ * handlers' own time, the kernel's delivery of each signal, this thread's
+ * CPU time) with the process's CPU time (or wall time when the process is
+ * mostly idle). Above TS_BUDGET_SHARE it halves the rate; below a quarter of
+ * it, it doubles the rate back, never above the one requested.
+ *
+ * Its condition-variable sleep is woken by stop(); it wakes only for ticks
+ * and budget checks, never per sample. */
+#include "sampler_int.h"
+#include "safeload.h"
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define TS_BUDGET_PERIOD_NS 50000000LL
+#define TS_BUDGET_SHARE_PCT 25
+#define TS_DELIVERY_NS      15000LL     /* kernel cost to deliver one signal, measured on x86-64 VMs */
+#define TS_MAX_INTERVAL_NS  100000000LL /* the budget never lowers the rate below 10 Hz */
+
+static pthread_t ctl_thread;
+static int ctl_running;
+static int ctl_stop;
+static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ctl_cv;
+static int cv_ready;
+static ts_rawframe remote_frames[TS_MAX_DEPTH]; /* only the control thread walks into it */
+int64_t ts_max_interval_ns;
+
+static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
+    /* rt_tgsigqueueinfo checks the tid is in our thread group. A tid found
+     * dead is never signalled again: it may be reused. */
+    if (syscall(SYS_rt_tgsigqueueinfo, ts_pid, tid, SIGPROF, info) != 0 && errno == ESRCH)
+        atomic_store(&t->dead, 1);
+}
+
+/* Walks a thread that is not running; 0 if the walk cannot be trusted. */
+static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
+    int fault = 0;
+    if (!t->tstate || !ts_safeload_guarded()) return 0;
+    if (ts_load((uintptr_t)t->tstate + ts_tstate_ident_off, &fault) != t->ident || fault) return 0;
+    ts_walk_result r;
+    ts_walk(t->tstate, remote_frames, ts_max_frames, &r);
+    if (ts_now_ns(ts_thread_cpu_clock(tid)) != cpu) {
+        atomic_fetch_add(&ts_C.remote_discarded, 1); /* it ran meanwhile: its time goes to the next sample */
+        return 1;
+    }
+    ts_record_remote(t, tid, remote_frames, &r, cpu);
+    return 1;
+}
+
+static void wall_tick(uint64_t k, int64_t interval) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = ts_pid;
+    info.si_uid = getuid();
+    info.si_value.sival_ptr = TS_COOKIE;
+    atomic_fetch_add_explicit(&ts_C.ticks, k, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ts_C.wakeups, 1, memory_order_relaxed);
+    pthread_mutex_lock(&ts_reg_lock);
+    int n = atomic_load(&ts_threads_hwm);
+    for (int i = 0; i < n; i++) {
+        ts_thread *t = &ts_threads[i];
+        int tid = atomic_load(&t->tid);
+        if (!tid || atomic_load(&t->dead)) continue;
+        atomic_fetch_add_explicit(&t->sent_ns, k * (uint64_t)interval, memory_order_relaxed);
+        int64_t cpu = ts_now_ns(ts_thread_cpu_clock(tid));
+        if (cpu < 0) {
+            atomic_store(&t->dead, 1);
+            continue;
+        }
+        int64_t ran = cpu - t->ctl_cpu_ns;
+        t->ctl_cpu_ns = cpu;
+        if (ran * 2 >= interval || !remote_walk(t, tid, cpu)) signal_thread(t, tid, &info);
+    }
+    pthread_mutex_unlock(&ts_reg_lock);
+}
+
+static int64_t self_cpu_ns(void) { return ts_now_ns(CLOCK_THREAD_CPUTIME_ID); }
+
+typedef struct {
+    int64_t at, handler, signals, proc, self;
+} ts_budget_mark;
+
+static ts_budget_mark budget_mark(int64_t now) {
+    ts_budget_mark m = {now, (int64_t)atomic_load(&ts_C.handler_ns), (int64_t)atomic_load(&ts_C.signals),
+                        ts_now_ns(CLOCK_PROCESS_CPUTIME_ID), self_cpu_ns()};
+    return m;
+}
+
+static void budget_check(ts_budget_mark *prev, int64_t now) {
+    ts_budget_mark cur = budget_mark(now);
+    int64_t cost = (cur.handler - prev->handler) + (cur.signals - prev->signals) * TS_DELIVERY_NS + (cur.self - prev->self);
+    int64_t span = cur.proc - prev->proc;
+    if (span < cur.at - prev->at) span = cur.at - prev->at;
+    *prev = cur;
+    int64_t interval = atomic_load(&ts_interval_ns), next = interval;
+    if (cost * 100 > span * TS_BUDGET_SHARE_PCT && interval < TS_MAX_INTERVAL_NS) {
+        next = interval * 2 > TS_MAX_INTERVAL_NS ? TS_MAX_INTERVAL_NS : interval * 2;
+        atomic_fetch_add(&ts_C.rate_lowered, 1);
+    } else if (cost * 400 < span * TS_BUDGET_SHARE_PCT && interval > ts_requested_interval_ns) {
+        next = interval / 2 < ts_requested_interval_ns ? ts_requested_interval_ns : interval / 2;
+    }
+    if (next == interval) return;
+    atomic_store(&ts_interval_ns, next);
+    if (next > ts_max_interval_ns) ts_max_interval_ns = next;
+    if (ts_mode == TS_MODE_CPU) {
+        pthread_mutex_lock(&ts_reg_lock);
+        ts_rearm_all(next);
+        pthread_mutex_unlock(&ts_reg_lock);
+    }
+}
+
+static void *control_main(void *arg) {
+    (void)arg;
+    /* No signal of the program's lands here; guarded loads still need faults. */
+    sigset_t all;
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    int64_t now = ts_now_ns(CLOCK_MONOTONIC);
+    int64_t next_tick = now + atomic_load(&ts_interval_ns), next_budget = now + TS_BUDGET_PERIOD_NS;
+    ts_budget_mark mark = budget_mark(now);
+    pthread_mutex_lock(&ctl_mu);
+    while (!ctl_stop) {
+        int64_t wake = ts_mode == TS_MODE_WALL && next_tick < next_budget ? next_tick : next_budget;
+        struct timespec ts = {wake / 1000000000LL, wake % 1000000000LL};
+        if (pthread_cond_timedwait(&ctl_cv, &ctl_mu, &ts) != ETIMEDOUT && ctl_stop) break;
+        pthread_mutex_unlock(&ctl_mu);
+        now = ts_now_ns(CLOCK_MONOTONIC);
+        int64_t interval = atomic_load(&ts_interval_ns);
+        if (ts_mode == TS_MODE_WALL && now >= next_tick) {
+            /* Descheduled past several ticks: one round accounts for all of
+             * them, so no wall time goes missing and no burst follows. */
+            uint64_t k = 1 + (uint64_t)((now - next_tick) / interval);
+            next_tick += (int64_t)k * interval;
+            wall_tick(k, interval);
+        }
+        if (now >= next_budget) {
+            budget_check(&mark, now);
+            next_budget = now + TS_BUDGET_PERIOD_NS;
+        }
+        pthread_mutex_lock(&ctl_mu);
+    }
+    pthread_mutex_unlock(&ctl_mu);
+    return NULL;
+}
+
+int ts_control_start(void) {
+    if (!cv_ready) {
+        pthread_condattr_t a;
+        pthread_condattr_init(&a);
+        pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+        pthread_cond_init(&ctl_cv, &a);
+        pthread_condattr_destroy(&a);
+        cv_ready = 1;
+    }
+    ts_max_interval_ns = ts_requested_interval_ns;
+    ctl_stop = 0;
+    int rc = pthread_create(&ctl_thread, NULL, control_main, NULL);
+    if (rc) return -rc;
+    ctl_running = 1;
+    return 0;
+}
+
+void ts_control_stop(void) {
+    if (!ctl_running) return;
+    pthread_mutex_lock(&ctl_mu);
+    ctl_stop = 1;
+    pthread_cond_signal(&ctl_cv);
+    pthread_mutex_unlock(&ctl_mu);
+    pthread_join(ctl_thread, NULL);
+    ctl_running = 0;
+}
+
+void ts_control_after_fork(void) {
+    ctl_running = 0; /* the control thread does not exist in the child */
+    pthread_mutex_init(&ctl_mu, NULL);
+    cv_ready = 0; /* initialised again at the next start */
+}

@@ -1,0 +1,32 @@
+"""What the native core's counters mean for the user: the notes every profile
+and summary carries when sampling did not go as asked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def _rate(interval_ns: int) -> str:
+    hz = 1e9 / interval_ns if interval_ns > 0 else 0.0
+    return f"{hz / 1000:g} kHz" if hz >= 1000 else f"{hz:g} Hz"
+
+
+def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Mapping[int, str]) -> list[str]:
+    """Notes on the rate the CPU budget imposed, threads never sampled and samples lost."""
+    notes = []
+    if delta("rate_lowered"):
+        notes.append(
+            f"rate lowered to {_rate(raw['max_interval_ns'])} at times to keep sampling under 25 % of the CPU "
+            f"({_rate(raw['requested_interval_ns'])} requested; {_rate(raw['interval_ns'])} at the end)"
+        )
+    unsampled = raw["unsampled_tids"]
+    if unsampled:
+        shown = ", ".join(names.get(t, f"thread-{t}") for t in unsampled[:10])
+        more = f" and {len(unsampled) - 10} more" if len(unsampled) > 10 else ""
+        notes.append(f"{len(unsampled)} threads never sampled (no CPU timer could be armed): {shown}{more}")
+    if delta("timer_fallbacks"):
+        notes.append(f"{delta('timer_fallbacks')} threads sampled by POSIX CPU timers (file descriptors kept in reserve)")
+    if delta("abandoned_slots"):
+        notes.append(f"{delta('abandoned_slots')} samples lost: their handler was stalled for over 2 ms")
+    return notes
