@@ -161,3 +161,30 @@ def test_script_sees_the_sys_path_python_gives(tmp_path):
                           env=truestack_env())
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == json.loads(plain.stdout)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_the_maximum_rate_finishes_saves_and_says_it_was_lowered(tmp_path, mode):
+    # --rate 100000 used to spin at 100 % CPU forever, deaf to SIGINT.
+    proc = start(tmp_path, "spin(1.0)\n", "--rate", "100000", "--mode", mode, engine="native")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "rate lowered" in err, err  # the summary
+    stats = load(tmp_path / "out.tsp").meta.sampler_stats
+    assert stats.samples > 1000, stats
+    assert any("rate lowered" in note for note in stats.notes), stats.notes  # the metadata
+
+
+def test_sigint_at_the_maximum_rate_ends_the_recording_within_a_second(tmp_path):
+    proc = start(tmp_path, "print('ready', flush=True)\nspin(120)\n", "--rate", "100000", engine="native")
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    asked = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    ended_after = time.monotonic() - asked
+    assert proc.returncode == 130, err
+    profile = load(tmp_path / "out.tsp")
+    assert profile.sample_count > 0
+    assert "rate lowered" in " ".join(profile.meta.sampler_stats.notes), profile.meta.sampler_stats.notes
+    assert ended_after < 3, ended_after  # 1 s plus a loaded machine's scheduling

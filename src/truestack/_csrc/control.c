@@ -24,9 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define TS_BUDGET_PERIOD_NS 50000000LL
+#define TS_BUDGET_PERIOD_NS 25000000LL
 #define TS_BUDGET_SHARE_PCT 25
-#define TS_DELIVERY_NS      15000LL     /* kernel cost to deliver one signal, measured on x86-64 VMs */
 #define TS_MAX_INTERVAL_NS  100000000LL /* the budget never lowers the rate below 10 Hz */
 
 static pthread_t ctl_thread;
@@ -103,13 +102,15 @@ static ts_budget_mark budget_mark(int64_t now) {
 
 static void budget_check(ts_budget_mark *prev, int64_t now) {
     ts_budget_mark cur = budget_mark(now);
-    int64_t cost = (cur.handler - prev->handler) + (cur.signals - prev->signals) * TS_DELIVERY_NS + (cur.self - prev->self);
+    int64_t cost = (cur.handler - prev->handler) + (cur.signals - prev->signals) * ts_delivery_ns + (cur.self - prev->self);
     int64_t span = cur.proc - prev->proc;
     if (span < cur.at - prev->at) span = cur.at - prev->at;
     *prev = cur;
     int64_t interval = atomic_load(&ts_interval_ns), next = interval;
     if (cost * 100 > span * TS_BUDGET_SHARE_PCT && interval < TS_MAX_INTERVAL_NS) {
-        next = interval * 2 > TS_MAX_INTERVAL_NS ? TS_MAX_INTERVAL_NS : interval * 2;
+        /* Straight to the rate that fits (in powers of two), not one halving per period. */
+        while (next < TS_MAX_INTERVAL_NS && cost * 100 * interval > span * TS_BUDGET_SHARE_PCT * next) next *= 2;
+        if (next > TS_MAX_INTERVAL_NS) next = TS_MAX_INTERVAL_NS;
         atomic_fetch_add(&ts_C.rate_lowered, 1);
     } else if (cost * 400 < span * TS_BUDGET_SHARE_PCT && interval > ts_requested_interval_ns) {
         next = interval / 2 < ts_requested_interval_ns ? ts_requested_interval_ns : interval / 2;

@@ -38,6 +38,7 @@ extern int ts_forked_child; /* set in a fork child: sampling stopped there */
 extern _Atomic int64_t ts_interval_ns;  /* current: the CPU budget may lower the rate */
 extern int64_t ts_requested_interval_ns;
 extern int64_t ts_max_interval_ns; /* the lowest rate the budget went down to */
+extern int64_t ts_delivery_ns;     /* measured CPU cost of one signal's delivery */
 extern int ts_mode;
 const char *ts_timer_name(int timer);
 #endif

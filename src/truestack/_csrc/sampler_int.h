@@ -40,6 +40,7 @@ extern int ts_max_frames;
 extern int64_t ts_requested_interval_ns;
 extern unsigned long ts_tstate_ident_off; /* offsetof(PyThreadState, thread_id) */
 
+
 TS_HIDDEN_BEGIN
 TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk);
 /* Records a sample of a blocked thread that the control thread walked
