@@ -9,10 +9,11 @@
  * not move meanwhile and its thread state still names it.
  *
  * Both modes: every TS_BUDGET_PERIOD_NS it compares what sampling cost (the
- * handlers' own time, the kernel's delivery of each signal, this thread's
- * CPU time) with the process's CPU time (or wall time when the process is
- * mostly idle). Above TS_BUDGET_SHARE it halves the rate; below a quarter of
- * it, it doubles the rate back, never above the one requested.
+ * handlers' own CPU time, the kernel's delivery of each signal, this
+ * thread's CPU time) with the process's CPU time. Above TS_BUDGET_SHARE_PCT
+ * it lowers the rate (in powers of two) to what fits; after TS_CALM_PERIODS
+ * periods under a quarter of it, it doubles the rate back, never above the
+ * one requested.
  *
  * Its condition-variable sleep is woken by stop(); it wakes only for ticks
  * and budget checks, never per sample. */
@@ -92,28 +93,38 @@ static int64_t self_cpu_ns(void) { return ts_now_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 typedef struct {
     int64_t at, handler, signals, proc, self;
+    int calm; /* consecutive periods well under budget */
 } ts_budget_mark;
+
+/* Periods well under budget before the rate goes back up: one quiet period
+ * may only mean the program was descheduled on a busy machine. */
+#define TS_CALM_PERIODS 8
 
 static ts_budget_mark budget_mark(int64_t now) {
     ts_budget_mark m = {now, (int64_t)atomic_load(&ts_C.handler_ns), (int64_t)atomic_load(&ts_C.signals),
-                        ts_now_ns(CLOCK_PROCESS_CPUTIME_ID), self_cpu_ns()};
+                        ts_now_ns(CLOCK_PROCESS_CPUTIME_ID), self_cpu_ns(), 0};
     return m;
 }
 
 static void budget_check(ts_budget_mark *prev, int64_t now) {
     ts_budget_mark cur = budget_mark(now);
     int64_t cost = (cur.handler - prev->handler) + (cur.signals - prev->signals) * ts_delivery_ns + (cur.self - prev->self);
-    int64_t span = cur.proc - prev->proc;
-    if (span < cur.at - prev->at) span = cur.at - prev->at;
+    /* Over budget: more than a quarter of the process's CPU time, and more
+     * than 2.5 % of one CPU (below that even an idle program pays too little
+     * to matter, and its sampling cost is most of its CPU time). */
+    int64_t proc = cur.proc - prev->proc, wall = cur.at - prev->at;
+    int over = cost * 100 > proc * TS_BUDGET_SHARE_PCT && cost * 1000 > wall * TS_BUDGET_SHARE_PCT;
+    cur.calm = cost * 400 < proc * TS_BUDGET_SHARE_PCT || cost * 4000 < wall * TS_BUDGET_SHARE_PCT ? prev->calm + 1 : 0;
     *prev = cur;
     int64_t interval = atomic_load(&ts_interval_ns), next = interval;
-    if (cost * 100 > span * TS_BUDGET_SHARE_PCT && interval < TS_MAX_INTERVAL_NS) {
+    if (over && interval < TS_MAX_INTERVAL_NS) {
         /* Straight to the rate that fits (in powers of two), not one halving per period. */
-        while (next < TS_MAX_INTERVAL_NS && cost * 100 * interval > span * TS_BUDGET_SHARE_PCT * next) next *= 2;
+        while (next < TS_MAX_INTERVAL_NS && cost * 100 * interval > proc * TS_BUDGET_SHARE_PCT * next) next *= 2;
         if (next > TS_MAX_INTERVAL_NS) next = TS_MAX_INTERVAL_NS;
         atomic_fetch_add(&ts_C.rate_lowered, 1);
-    } else if (cost * 400 < span * TS_BUDGET_SHARE_PCT && interval > ts_requested_interval_ns) {
+    } else if (cur.calm >= TS_CALM_PERIODS && interval > ts_requested_interval_ns) {
         next = interval / 2 < ts_requested_interval_ns ? ts_requested_interval_ns : interval / 2;
+        prev->calm = 0;
     }
     if (next == interval) return;
     atomic_store(&ts_interval_ns, next);

@@ -141,9 +141,10 @@ TS_SIGNAL_SAFE static void commit(ts_slot *s, uint64_t pos, const ts_account *a,
     if (partial) atomic_fetch_add_explicit(&ts_C.partial[partial], 1, memory_order_relaxed);
 }
 
-TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t now) {
+TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t cpu) {
+    int64_t now = ts_now_ns(CLOCK_MONOTONIC);
     int tid = (int)syscall(SYS_gettid);
-    ts_account a = account(find_thread(tid), ts_now_ns(CLOCK_THREAD_CPUTIME_ID), si->si_code == SI_TIMER ? si->si_overrun : 0, 0);
+    ts_account a = account(find_thread(tid), cpu, si->si_code == SI_TIMER ? si->si_overrun : 0, 0);
     uint64_t pos;
     ts_slot *s = ts_ring_claim(&pos);
     if (!s) {
@@ -184,11 +185,12 @@ TS_SIGNAL_SAFE static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     } else if (!atomic_load_explicit(&ts_active, memory_order_acquire)) {
         atomic_fetch_add_explicit(&ts_C.late, 1, memory_order_relaxed);
     } else {
-        int64_t t0 = ts_now_ns(CLOCK_MONOTONIC);
+        /* The handler's own CPU time feeds the control thread's budget (CPU
+         * time: a thread preempted inside the handler costs nothing meanwhile). */
+        int64_t cpu = ts_now_ns(CLOCK_THREAD_CPUTIME_ID);
         atomic_fetch_add_explicit(&ts_C.signals, 1, memory_order_relaxed);
-        take_sample(si, t0);
-        /* The handler's own cost feeds the control thread's CPU budget. */
-        atomic_fetch_add_explicit(&ts_C.handler_ns, (uint64_t)(ts_now_ns(CLOCK_MONOTONIC) - t0),
+        take_sample(si, cpu);
+        atomic_fetch_add_explicit(&ts_C.handler_ns, (uint64_t)(ts_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu),
                                   memory_order_relaxed);
     }
     atomic_fetch_sub_explicit(&in_flight, 1, memory_order_acq_rel);
