@@ -10,7 +10,9 @@ pure-Python safepoint engine, saying so in every profile.
 
 `TRUESTACK_TEST_BUILD=1` (the test matrix sets it) compiles the test hooks
 (walker fault injection) into the oracle and turns every warning into an
-error; a user's build has neither.
+error; a user's build has neither. `TRUESTACK_SANITIZE=1` (scripts/sanitizer-check
+sets it) compiles and links both with AddressSanitizer and UBSan; such a build
+only loads with the ASan runtime preloaded (LD_PRELOAD).
 """
 import os
 import sys
@@ -32,6 +34,8 @@ class OptionalBuildExt(build_ext):
         # Test and user builds compile with different macros: never reuse one's objects for the other.
         # The .so left in build/lib by the other mode looks up to date, so always compile.
         mode = "test" if os.environ.get("TRUESTACK_TEST_BUILD") == "1" else "release"
+        if sanitize():
+            mode += "-sanitize"
         self.build_temp = f"{self.build_temp}-{mode}"
         self.force = True
 
@@ -59,18 +63,29 @@ class OptionalBuildExt(build_ext):
         )
 
 
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined",
+                  "-g", "-O1"]
+
+
+def sanitize() -> bool:
+    return os.environ.get("TRUESTACK_SANITIZE") == "1"
+
+
 def extension(name: str, sources: list[str]) -> Extension:
     include_dir = sysconfig.get_paths()["include"]
     test_build = os.environ.get("TRUESTACK_TEST_BUILD") == "1"
     flags = ["-O2", "-std=gnu11", "-fno-strict-aliasing", "-fvisibility=hidden", "-Wall"]
     if test_build:
         flags += ["-Wextra", "-Werror"]
+    if sanitize():
+        flags += SANITIZE_FLAGS  # the later -O1 overrides -O2
     return Extension(
         name,
         sources=[f"{CSRC}/{s}" for s in sources],
         include_dirs=[include_dir, os.path.join(include_dir, "internal"), CSRC],
         define_macros=[("Py_BUILD_CORE_MODULE", "1")] + ([("TS_TEST_HOOKS", "1")] if test_build else []),
         extra_compile_args=flags,
+        extra_link_args=["-fsanitize=address,undefined"] if sanitize() else [],
         libraries=["rt"],
     )
 

@@ -105,10 +105,25 @@ SLOW = (
     "integration/test_record_formats.py::test_every_format_both_modes[",  # only the -wall cases, below
 )
 
+# Tests that measure memory (RSS) or time: ASan's shadow memory, quarantine
+# and slower code make their numbers meaningless, so a sanitized run
+# (TRUESTACK_SANITIZED=1, scripts/sanitizer-check) deselects them.
+NOT_UNDER_SANITIZER = (
+    "unit/test_storage_fuzz.py::test_mutated_profiles_load_or_fail_with_one_line_error",  # RSS growth, time per load
+    "native/test_native_accuracy.py::",  # CPU-time shares
+    "integration/test_bench_smoke.py::test_accuracy_runner_quick",
+    "integration/test_bench_smoke.py::test_overhead_runner_quick",
+    "integration/test_bench_smoke.py::test_signal_floor_bench_measures_each_source",
+    "integration/test_flamegraph_browser.py::test_100k_node_tree_renders_fast_enough",
+    "integration/test_record_supervisor.py::test_sigint_ends_the_recording_within_a_second",
+)
+
 TESTS_DIR = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    sanitized = os.environ.get("TRUESTACK_SANITIZED") == "1"
+    deselected = []
     for item in items:
         path = Path(str(item.path)).resolve()
         try:
@@ -124,3 +139,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             node.startswith("integration/test_record_formats.py::") and not node.endswith("-wall]")
         ):
             item.add_marker(pytest.mark.slow)
+        if sanitized and node.startswith(NOT_UNDER_SANITIZER):
+            deselected.append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]

@@ -1,16 +1,24 @@
 """Stress: generators, asyncio, exceptions, deep recursion, code churn,
-short-lived threads and a fork, sampled at a high rate.
+short-lived threads, a fork, and beside them helper threads that keep up
+churn of their own: short-lived threads (at least MIN_THREADS), faulthandler
+enable/disable every 50 ms, fork and exec (a child that exits at once, a
+`python -c pass`), and sub-interpreters on 3.12+ -- all sampled at a high rate.
 
 Churned code is tagged: every exec'd / replaced / lambda code object k has
 its own name or filename, and the workload records the monotonic window in
 which k ran. A sample showing code k outside its window means the sampler
 attributed a sample to the wrong (freed and reused) code object.
 
+Under TRUESTACK_SANITIZED=1 (ASan build) the helpers pause longer between
+rounds; each still runs at least its minimum count.
+
 usage: wl_stress.py MODE RATE SECONDS
 """
 import _thread
 import asyncio
+import faulthandler
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -192,18 +200,19 @@ def short_threads(n):
 
 
 def fork_once():
-    pid = os.fork()
-    if pid == 0:
-        # Child: keep running Python work for a while, then exit.
-        try:
-            end = time.monotonic() + 0.3
-            while time.monotonic() < end:
-                gen_pipeline(2000)
-                churn(2)
-            os._exit(0)
-        except BaseException:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
+    with fork_lock:  # defined with the helpers below
+        pid = os.fork()
+        if pid == 0:
+            # Child: keep running Python work for a while, then exit.
+            try:
+                end = time.monotonic() + 0.3
+                while time.monotonic() < end:
+                    gen_pipeline(2000)
+                    churn(2)
+                os._exit(0)
+            except BaseException:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
     return status
 
 
@@ -213,11 +222,103 @@ def background():
         exceptions(200)
 
 
+# -- helper threads: each repeats its churn until the run is over and it has
+# done at least its minimum, counting in `counts` and failures in `errors` ----
+SANITIZED = os.environ.get("TRUESTACK_SANITIZED") == "1"
+PAUSE = 2.0 if SANITIZED else 1.0  # scales the helpers' pauses
+MIN_THREADS, MIN_SUBINTERPS, MIN_EXECS, MIN_TOGGLES = 200, 10, 3, 20
+# CPython cannot fork while another thread runs a sub-interpreter (3.12 and
+# 3.13 children hang or die in PyOS_AfterFork_Child, with or without
+# truestack): forks and sub-interpreters take turns.
+fork_lock = threading.Lock()
+counts = {"threads_started": 0, "subinterps": 0, "execs": 0, "forks": 0, "faulthandler_toggles": 0}
+errors: list[str] = []
+
+
+def churning(key, minimum, pause):
+    """Decorator: run the body until stop is set and counts[key] >= minimum."""
+    def wrap(body):
+        def loop():
+            try:
+                while not stop.is_set() or counts[key] < minimum:
+                    body()
+                    time.sleep(pause * PAUSE)
+            except BaseException as exc:  # reported, never a silent thread death
+                errors.append(f"{key}: {exc!r}")
+        return threading.Thread(target=loop, name=f"churn-{key}")
+    return wrap
+
+
+@churning("threads_started", MIN_THREADS, 0.01)
+def thread_churn():
+    batch = [threading.Thread(target=gen_pipeline, args=(300,), name=f"short-{counts['threads_started'] + i}")
+             for i in range(4)]
+    for t in batch:
+        t.start()
+    counts["threads_started"] += len(batch)
+    for t in batch:
+        t.join()
+
+
+@churning("faulthandler_toggles", MIN_TOGGLES, 0.05)
+def faulthandler_toggle():
+    if faulthandler.is_enabled():
+        faulthandler.disable()
+    else:
+        faulthandler.enable()
+    counts["faulthandler_toggles"] += 1
+
+
+@churning("execs", MIN_EXECS, 0.3)
+def fork_exec():
+    proc = subprocess.run([sys.executable, "-c", "pass"], timeout=60)
+    if proc.returncode != 0:
+        errors.append(f"exec: `python -c pass` exited with {proc.returncode}")
+    counts["execs"] += 1
+    with fork_lock:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    if status != 0:
+        errors.append(f"fork: a child that exits at once ended with status {status}")
+    counts["forks"] += 1
+
+
+def subinterpreter_module():
+    if sys.version_info >= (3, 13):
+        import _interpreters
+        return _interpreters
+    if sys.version_info >= (3, 12):
+        import _xxsubinterpreters
+        return _xxsubinterpreters
+    return None
+
+
+SUBINTERPRETERS = subinterpreter_module()
+
+
+@churning("subinterps", MIN_SUBINTERPS, 0.05)
+def subinterpreter_churn():
+    with fork_lock:
+        interp = SUBINTERPRETERS.create()
+        try:
+            failure = SUBINTERPRETERS.run_string(interp, "sum(range(1000))")
+            if failure is not None:  # 3.13 returns what was raised; 3.12 raises
+                errors.append(f"subinterp: {failure}")
+        finally:
+            SUBINTERPRETERS.destroy(interp)
+    counts["subinterps"] += 1
+
+
 stop = threading.Event()
 fork_statuses = []
+helpers = [thread_churn, faulthandler_toggle, fork_exec] + ([subinterpreter_churn] if SUBINTERPRETERS else [])
 with Collector(mode, rate, on_batch=on_batch, keep=False) as c:
     bg = threading.Thread(target=background, name="bg")
     bg.start()
+    for h in helpers:
+        h.start()
     end = time.monotonic() + seconds
     forked_at = time.monotonic() + seconds / 2
     rounds = 0
@@ -234,9 +335,12 @@ with Collector(mode, rate, on_batch=on_batch, keep=False) as c:
         rounds += 1
     stop.set()
     bg.join()
+    for h in helpers:
+        h.join()
+    faulthandler.disable()
 for s in pending:
     verify(s)
 st = c.engine.stats()
 check["threads"] = sorted(check["threads"])
-emit({**check, "rounds": rounds, "fork_statuses": fork_statuses, "churned": churn_counter[0],
-      "stats": st.as_dict()})
+emit({**check, **counts, "rounds": rounds, "fork_statuses": fork_statuses, "churned": churn_counter[0],
+      "errors": errors, "subinterpreters_supported": SUBINTERPRETERS is not None, "stats": st.as_dict()})
