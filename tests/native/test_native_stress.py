@@ -36,9 +36,13 @@ def test_stress(mode):
     assert r["churned"] >= MIN_CHURNED, r
     assert any(name.startswith("short-") or name.startswith("thread-") for name in r["threads"]), r
     # Checked last, so that a failure here says all of the above held.
-    # Stacks whose leaf is unknown must be rare. Stacks caught mid-update
-    # whose leaf frames are right but whose callers are missing (3.12 relinks
-    # a yielding generator in an order that leaves it alone on the chain for
-    # a few instructions) are marked partial too, never passed off as whole.
-    assert (r["partial"] - r["partial_leaf_known"]) / r["samples"] < 0.005, r["kinds"]
-    assert r["partial"] / r["samples"] < 0.03, r["kinds"]
+    # Two reasons are not failed walks but samples the core declines to walk by
+    # design, counted by reason: a thread running a sub-interpreter, and a
+    # thread with no Python thread state (starting or ending). Every other
+    # partial stack is a walk that failed or was caught mid-update: at most
+    # 0.5 % of the samples, and never a wrong complete stack (misattributed).
+    declined = sum(v for k, v in r["kinds"].items() if k in ("subinterpreter", "no_thread_state"))
+    failed = r["partial"] - declined
+    print("declined", declined / r["samples"], "failed walks", failed / r["samples"], r["kinds"])
+    assert failed / r["samples"] <= 0.005, r["kinds"]
+    assert "unguarded" not in r["kinds"], r["kinds"]  # faulthandler's toggling never leaves a walk unguarded

@@ -48,7 +48,7 @@ static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
 /* Walks a thread that is not running; 0 if the walk cannot be trusted. */
 static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
     int fault = 0;
-    if (!t->tstate || !ts_safeload_guarded()) return 0;
+    if (!t->tstate || !ts_safeload_ensure()) return 0;
     if (ts_load((uintptr_t)t->tstate + ts_tstate_ident_off, &fault) != t->ident || fault) return 0;
     ts_walk_result r;
     ts_walk(t->tstate, remote_frames, ts_max_frames, &r);

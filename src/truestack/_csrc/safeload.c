@@ -1,6 +1,7 @@
 /* Fault-tolerant loads: a one-instruction load whose faults our SIGSEGV and
  * SIGBUS handlers recognise by the faulting instruction pointer. */
 #include "safeload.h"
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <stdlib.h>
@@ -28,8 +29,14 @@ __asm__(".text\n"
 extern char ts_safe_load_insn[], ts_safe_load_fixup[];
 #endif
 
-/* The handlers that were installed before ours, one per signal; never ours. */
-static struct sigaction old_segv, old_bus;
+/* The handlers that were installed before ours, one per signal; never ours.
+ * Double-buffered: a re-install (possibly from a signal handler, see
+ * ts_safeload_ensure) fills the slot not in use, then publishes it, so a
+ * fault being forwarded meanwhile reads a whole sigaction. */
+static struct sigaction old_segv[2], old_bus[2];
+static _Atomic int old_idx;
+static _Atomic int installing; /* one installer at a time; the others skip */
+_Atomic uint64_t ts_handler_reinstalls;
 
 /* Set while this thread forwards a fault that is not ours: if the same fault
  * comes back (the previous handler returned, or re-raised it), it gets the
@@ -60,7 +67,8 @@ TS_SIGNAL_SAFE static void on_fault(int sig, siginfo_t *si, void *ucv) {
     }
 #endif
     /* Not ours: the handler installed before us gets it, once. */
-    const struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
+    int idx = atomic_load_explicit(&old_idx, memory_order_acquire);
+    const struct sigaction *old = sig == SIGBUS ? &old_bus[idx] : &old_segv[idx];
     if (forwarding) {
         die_by_default(sig, si);
         return;
@@ -91,23 +99,52 @@ TS_SIGNAL_SAFE int ts_safeload_guarded(void) {
     return sigaction(SIGSEGV, NULL, &cur) == 0 && is_ours(&cur);
 }
 
-static int install_one(int sig, struct sigaction *saved) {
+/* Puts ours on top of sig's handler; *saved gets what we chain to now
+ * (unchanged from *current when ours is still installed). */
+TS_SIGNAL_SAFE static int install_one(int sig, struct sigaction *saved, const struct sigaction *current) {
     struct sigaction cur, sa;
     if (sigaction(sig, NULL, &cur) != 0) return -1;
-    if (is_ours(&cur)) return 0; /* still ours: keep what we chain to */
+    if (is_ours(&cur)) { /* still ours: keep what we chain to */
+        *saved = *current;
+        return 0;
+    }
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
     if (sigaction(sig, &sa, &cur) != 0) return -1;
     *saved = cur; /* someone replaced ours since (faulthandler): chain to them now */
-    return 0;
+    return 1;
+}
+
+/* Installs ours on top of whatever SIGSEGV/SIGBUS handlers are there now.
+ * -1: failed; 0: another thread is installing right now; 1: done. */
+TS_SIGNAL_SAFE static int reinstall(void) {
+    if (atomic_exchange_explicit(&installing, 1, memory_order_acquire)) return 0;
+    int cur = atomic_load_explicit(&old_idx, memory_order_relaxed), next = 1 - cur;
+    int a = install_one(SIGSEGV, &old_segv[next], &old_segv[cur]);
+    int b = a < 0 ? -1 : install_one(SIGBUS, &old_bus[next], &old_bus[cur]);
+    atomic_store_explicit(&old_idx, next, memory_order_release);
+    atomic_store_explicit(&installing, 0, memory_order_release);
+    if (a > 0 || b > 0) atomic_fetch_add_explicit(&ts_handler_reinstalls, 1, memory_order_relaxed);
+    return a < 0 || b < 0 ? -1 : 1;
+}
+
+TS_SIGNAL_SAFE int ts_safeload_ensure(void) {
+    /* faulthandler.enable() (pytest calls it for every run) or another tool
+     * replaced ours: sigaction() is async-signal-safe, so put ours back on
+     * top right here rather than leave samples unwalked until the next drain. */
+    if (ts_safeload_guarded()) return 1;
+    return reinstall() > 0 && ts_safeload_guarded();
 }
 
 int ts_safeload_install(void) {
-    /* Called at every start and every drain: if someone (faulthandler)
-     * replaced our handler, install ours again on top and chain to theirs.
-     * Our own handler is never saved as the one to chain to. */
-    if (install_one(SIGSEGV, &old_segv) != 0 || install_one(SIGBUS, &old_bus) != 0) return -1;
-    return 0;
+    /* Called at every start and every drain. Our own handler is never saved
+     * as the one to chain to. */
+    for (int i = 0; i < 1000; i++) {
+        int rc = reinstall();
+        if (rc != 0) return rc > 0 ? 0 : -1;
+        sched_yield(); /* a handler on another thread is installing: it is quick */
+    }
+    return ts_safeload_guarded() ? 0 : -1;
 }

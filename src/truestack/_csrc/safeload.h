@@ -47,6 +47,10 @@ TS_SIGNAL_SAFE static inline uint64_t ts_load_sized(uintptr_t addr, int size, in
 int ts_safeload_install(void);
 /* Is our SIGSEGV handler the one installed? A walk without it is unguarded. */
 TS_SIGNAL_SAFE int ts_safeload_guarded(void);
+/* Ours, installed again on top if someone replaced it; 0 if it could not be. */
+TS_SIGNAL_SAFE int ts_safeload_ensure(void);
+/* How many times ours had been replaced and was put back (statistics). */
+extern _Atomic uint64_t ts_handler_reinstalls;
 /* How many faults the loads absorbed (statistics). */
 extern _Atomic uint64_t ts_faults_absorbed;
 #endif

@@ -153,7 +153,7 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t cpu) {
     }
     ts_walk_result r = {0, 0, TS_UNGUARDED};
     /* A walk relies on our fault handler: never walk without it. */
-    if (ts_safeload_guarded()) ts_walk(ts_current_tstate(), s->frames, ts_max_frames, &r);
+    if (ts_safeload_ensure()) ts_walk(ts_current_tstate(), s->frames, ts_max_frames, &r);
     fill(s, tid, &a, &r, now);
     commit(s, pos, &a, r.partial);
 }

@@ -16,7 +16,7 @@ Cost: the control thread measures what sampling costs (handler time plus the
 kernel's signal delivery) and halves the rate while it exceeds a quarter of
 the process's CPU time, doubling it back when it falls well below; the
 profile's notes say when the rate was lowered. The ring is sized to the rate
-(about two seconds of samples for every CPU or thread) and its pages become
+(about two seconds of samples for every thread that can run) and its pages become
 resident only as samples are written.
 
 Threads: every Python thread of the main interpreter is sampled (a thread
@@ -163,10 +163,12 @@ class _NativeEngine(Engine):
             self._elapsed += time.monotonic() - self._started_at
 
     def _ring_size(self) -> int:
-        # Enough for the drain to fall seconds behind: every CPU (cpu mode)
-        # or every thread (wall mode) sampled at the full rate.
-        cpus = os.cpu_count() or 1
-        streams = cpus if self.mode == "cpu" else max(threading.active_count(), cpus)
+        # Enough for the drain to fall seconds behind with every thread sampled
+        # at the full rate (in cpu mode no more threads run at once than there
+        # are CPUs). Threads started later share the headroom: a full ring
+        # drops samples and counts them, it never blocks.
+        threads = max(threading.active_count(), 4)
+        streams = min(threads, os.cpu_count() or 1) if self.mode == "cpu" else threads
         return int(min(max(self.rate_hz * streams * _RING_SECONDS, _RING_MIN), _RING_MAX))
 
     # -- threads -----------------------------------------------------------
