@@ -58,6 +58,7 @@ def codes_resolved_at_death() -> int: ...
 def after_fork_child() -> None: ...
 def _probe_guarded_load() -> tuple[int, int]:
     """Test builds only (TRUESTACK_TEST_BUILD=1): a guarded load from an inaccessible page."""
+
 def _test_register_stale(tid: int, /) -> None:
     """Test builds only: register a tid without checking it, as a thread that died would leave it."""
 

@@ -41,8 +41,7 @@ int64_t ts_max_interval_ns;
 static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
     /* rt_tgsigqueueinfo checks the tid is in our thread group. A tid found
      * dead is never signalled again: it may be reused. */
-    if (syscall(SYS_rt_tgsigqueueinfo, ts_pid, tid, SIGPROF, info) != 0 && errno == ESRCH)
-        atomic_store(&t->dead, 1);
+    if (syscall(SYS_rt_tgsigqueueinfo, ts_pid, tid, SIGPROF, info) != 0 && errno == ESRCH) atomic_store(&t->dead, 1);
 }
 
 /* Walks a thread that is not running; 0 if the walk cannot be trusted. */
@@ -101,14 +100,19 @@ typedef struct {
 #define TS_CALM_PERIODS 8
 
 static ts_budget_mark budget_mark(int64_t now) {
-    ts_budget_mark m = {now, (int64_t)atomic_load(&ts_C.handler_ns), (int64_t)atomic_load(&ts_C.signals),
-                        ts_now_ns(CLOCK_PROCESS_CPUTIME_ID), self_cpu_ns(), 0};
+    ts_budget_mark m = {now,
+                        (int64_t)atomic_load(&ts_C.handler_ns),
+                        (int64_t)atomic_load(&ts_C.signals),
+                        ts_now_ns(CLOCK_PROCESS_CPUTIME_ID),
+                        self_cpu_ns(),
+                        0};
     return m;
 }
 
 static void budget_check(ts_budget_mark *prev, int64_t now) {
     ts_budget_mark cur = budget_mark(now);
-    int64_t cost = (cur.handler - prev->handler) + (cur.signals - prev->signals) * ts_delivery_ns + (cur.self - prev->self);
+    int64_t cost =
+        (cur.handler - prev->handler) + (cur.signals - prev->signals) * ts_delivery_ns + (cur.self - prev->self);
     /* Over budget: more than a quarter of the process's CPU time, and more
      * than 2.5 % of one CPU (below that even an idle program pays too little
      * to matter, and its sampling cost is most of its CPU time). */

@@ -325,20 +325,20 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         return NULL;
     }
     uint64_t used = atomic_load(&ts_R.head) - ts_R.tail;
-    PyObject *d = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples), "dropped",
-        C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns", C(overruns), "ticks", C(ticks),
-        "wakeups", C(wakeups), "weight_ns", C(weight_ns), "faults_absorbed",
-        (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial, "settle_timeouts",
-        C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity, "ring_used", (unsigned long long)used,
-        "timer", ts_timer_name(ts_sampler_timer()), "layout", ts_L.source, "layout_mismatches",
-        ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(), "active",
-        ts_sampler_active(), "forked_child", ts_forked_child);
+    PyObject *d =
+        Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples),
+                      "dropped", C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns",
+                      C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
+                      "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
+                      "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
+                      "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()), "layout",
+                      ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(),
+                      "threads", ts_thread_count(), "active", ts_sampler_active(), "forked_child", ts_forked_child);
     PyObject *more = Py_BuildValue(
         "{sKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls", (unsigned long long)atomic_load(&ts_handler_reinstalls),
         "delivery_ns", (long long)ts_delivery_ns, "handler_ns", C(handler_ns), "remote_samples", C(remote_samples),
-        "remote_discarded", C(remote_discarded), "rate_lowered", C(rate_lowered), "timer_fallbacks",
-        C(timer_fallbacks), "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns",
+        "remote_discarded", C(remote_discarded), "rate_lowered", C(rate_lowered), "timer_fallbacks", C(timer_fallbacks),
+        "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns",
         (long long)atomic_load(&ts_interval_ns), "requested_interval_ns", (long long)ts_requested_interval_ns,
         "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids", unsampled);
     if (!d || !more || PyDict_Update(d, more) < 0) Py_CLEAR(d);

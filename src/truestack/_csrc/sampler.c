@@ -38,7 +38,7 @@ _Atomic int ts_active;
 int ts_timer_kind;
 int ts_max_frames;
 pid_t ts_pid;
-static _Atomic int in_flight; /* handler runs in progress, on any thread */
+static _Atomic int in_flight;   /* handler runs in progress, on any thread */
 static _Atomic int calibrating; /* our signals are only being timed: return at once */
 int64_t ts_delivery_ns;
 static struct sigaction old_prof;

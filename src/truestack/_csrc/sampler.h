@@ -34,8 +34,8 @@ int ts_thread_tids(int *out, int max, int only_unarmed);
 #ifdef TS_TEST_HOOKS
 int ts_test_register_stale(int tid);
 #endif
-extern int ts_forked_child; /* set in a fork child: sampling stopped there */
-extern _Atomic int64_t ts_interval_ns;  /* current: the CPU budget may lower the rate */
+extern int ts_forked_child;            /* set in a fork child: sampling stopped there */
+extern _Atomic int64_t ts_interval_ns; /* current: the CPU budget may lower the rate */
 extern int64_t ts_requested_interval_ns;
 extern int64_t ts_max_interval_ns; /* the lowest rate the budget went down to */
 extern int64_t ts_delivery_ns;     /* measured CPU cost of one signal's delivery */

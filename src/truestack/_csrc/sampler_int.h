@@ -13,7 +13,7 @@
 #define TS_COOKIE ((void *)0x7472756573746b21ULL) /* "truestk!" */
 
 typedef struct {
-    _Atomic int tid; /* 0 = free slot */
+    _Atomic int tid;     /* 0 = free slot */
     void *tstate;        /* its PyThreadState (remote walks) */
     unsigned long ident; /* tstate->thread_id when registered: proves tstate is still this thread's */
     int perf_fd;
@@ -39,7 +39,6 @@ extern _Atomic int ts_active;
 extern int ts_max_frames;
 extern int64_t ts_requested_interval_ns;
 extern unsigned long ts_tstate_ident_off; /* offsetof(PyThreadState, thread_id) */
-
 
 TS_HIDDEN_BEGIN
 TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk);

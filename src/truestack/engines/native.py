@@ -104,7 +104,8 @@ class _NativeEngine(Engine):
             raise EngineUnavailable(f"truestack._native cannot be imported: {_IMPORT_ERROR}")
         if not _native.GUARDED_LOADS:
             raise EngineUnavailable(
-                f"the native sampler needs fault-tolerant loads, implemented for x86-64 only (this is {os.uname().machine})"
+                "the native sampler needs fault-tolerant loads, implemented for x86-64 only "
+                f"(this is {os.uname().machine})"
             )
         if not 1 <= max_depth <= _native.MAX_DEPTH:
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")

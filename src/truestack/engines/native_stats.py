@@ -26,7 +26,9 @@ def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Ma
         more = f" and {len(unsampled) - 10} more" if len(unsampled) > 10 else ""
         notes.append(f"{len(unsampled)} threads never sampled (no CPU timer could be armed): {shown}{more}")
     if delta("timer_fallbacks"):
-        notes.append(f"{delta('timer_fallbacks')} threads sampled by POSIX CPU timers (file descriptors kept in reserve)")
+        notes.append(
+            f"{delta('timer_fallbacks')} threads sampled by POSIX CPU timers (file descriptors kept in reserve)"
+        )
     if delta("abandoned_slots"):
         notes.append(f"{delta('abandoned_slots')} samples lost: their handler was stalled for over 2 ms")
     return notes
