@@ -116,6 +116,8 @@ NOT_UNDER_SANITIZER = (
     "integration/test_bench_smoke.py::test_signal_floor_bench_measures_each_source",
     "integration/test_flamegraph_browser.py::test_100k_node_tree_renders_fast_enough",
     "integration/test_record_supervisor.py::test_sigint_ends_the_recording_within_a_second",
+    "native/test_hardening.py::test_the_ring_is_sized_to_the_rate_and_resident_only_where_written",  # RSS
+    "native/test_hardening.py::test_an_extreme_rate_is_lowered_to_the_cpu_budget",  # work per CPU second
 )
 
 TESTS_DIR = Path(__file__).resolve().parent

@@ -267,7 +267,6 @@ def test_input_is_sampled_without_signals():
     assert out["signals"] <= 2, out  # at most the ticks while it returned from input()
 
 
-@pytest.mark.skipif(os.environ.get("TRUESTACK_SANITIZED") == "1", reason="ASan's shadow memory inflates RSS")
 def test_the_ring_is_sized_to_the_rate_and_resident_only_where_written():
     out = run("""
         def rss_kb():
