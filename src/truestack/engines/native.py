@@ -180,6 +180,12 @@ class _NativeEngine(Engine):
         except Exception:  # never break the user's thread
             pass
 
+    def _unregister_thread(self) -> None:
+        try:
+            _native.unregister_current()
+        except Exception:  # never break the user's thread, even at shutdown
+            pass
+
     def _install_thread_hook(self) -> None:
         # New `threading` threads register themselves as they start, through a
         # wrapper of Thread._bootstrap_inner: unlike a threading.setprofile hook
@@ -195,7 +201,7 @@ class _NativeEngine(Engine):
             try:
                 original(thread)
             finally:  # its tid may be reused by another process once it ends
-                _native.unregister_current()
+                engine._unregister_thread()
 
         _bootstrap_inner.__wrapped__ = original  # type: ignore[attr-defined]
         threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
