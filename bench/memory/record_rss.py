@@ -81,6 +81,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rate", default="1000")
+    ap.add_argument("--plain-seconds", type=float, default=None,
+                    help="length of the plain run (default: --seconds up to 5; its peak does not grow with time)")
     ap.add_argument("--budget-mb", type=float, default=None, help="default: 20 for a short run, else 150")
     args = ap.parse_args()
     budget = args.budget_mb or (20.0 if args.seconds <= 5 else 150.0)
@@ -90,7 +92,8 @@ def main() -> int:
         with open(script, "w") as fh:
             fh.write(textwrap.dedent(PROGRAM))
         argv = [script, str(args.seconds), str(args.threads)]
-        plain = peak_mb([sys.executable, *argv], env)
+        plain_seconds = args.plain_seconds if args.plain_seconds is not None else min(args.seconds, 5.0)
+        plain = peak_mb([sys.executable, script, str(plain_seconds), str(args.threads)], env)
         record = peak_mb([sys.executable, "-m", "truestack", "record", "--rate", args.rate, "-o",
                           os.path.join(tmp, "out.tsp"), *argv], env)
     print(f"{'':28}{'RSS':>9}{'PSS':>9}")
