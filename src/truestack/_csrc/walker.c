@@ -128,56 +128,28 @@ TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int
     if (fault) res->partial = TS_FAULT;
 }
 
-TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
-    int fault = 0, owner = 0;
-    ts_chunks chunks;
-    load_chunks(ts, &chunks, &fault);
-    if (fault) {
-        res->partial = TS_FAULT;
-        return;
-    }
-    uintptr_t f;
-    int why = TS_OK, leaf_checked = 0; /* the leaf's check, when already made */
-    if (ts_L.chain == TS_CHAIN_CFRAME) {
-        uintptr_t cf = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
-        f = cf ? (uintptr_t)ts_load(cf + ts_L.cf_current, &fault) : 0;
-        if (f && !fault) {
-            why = plausible_iframe(f, &chunks, &owner, &fault);
-            leaf_checked = 1;
-        }
-        if (leaf_checked && (why == TS_BAD_FRAME || why == TS_FAULT)) {
-            /* Torn publication: the eval loop stores tstate->cframe before
-             * initialising cframe.current_frame. The frame being entered is
-             * not started yet, so the caller's cframe holds the true top. */
-            fault = 0;
-            chunks.cursor = 0;
-            leaf_checked = 0;
-            uintptr_t prev = (uintptr_t)ts_load(cf + ts_L.cf_previous, &fault);
-            f = prev ? (uintptr_t)ts_load(prev + ts_L.cf_current, &fault) : 0;
-            if (!f && !fault) {
-                res->partial = TS_TORN;
-                return;
-            }
-        }
-    } else {
-        f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
-    }
-    int last_owner = -1;
+/* Walks the chain from f (3.11+), recording into out/res. `lenient_leaf`:
+ * f is the published leaf, which may be a generator frame being suspended
+ * or resumed right now (its state flips a few instructions before the
+ * chain is relinked): that is the frame being left or entered, not an
+ * error. Deeper in the chain a generator is executing or it is not there.
+ * Returns 1 if the chain passed through `anchor` (for anchor 0: ended
+ * cleanly at NULL), else 0; res->partial says why a walk stopped early. */
+TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_leaf, ts_chunks *chunks,
+                                     ts_rawframe *out, int max, ts_walk_result *res) {
+    int fault = 0, owner = 0, reached = 0, last_owner = -1;
+    chunks->cursor = 0;
     for (int steps = 0; f && !fault; steps++) {
         if (steps > TS_MAX_WALK) {
             res->partial = TS_TOO_DEEP;
-            return;
+            return reached;
         }
-        if (!leaf_checked) why = plausible_iframe(f, &chunks, &owner, &fault);
-        leaf_checked = 0;
-        /* The leaf may be a generator frame being suspended or resumed right
-         * now (its state flips a few instructions before the chain is
-         * relinked): that is the frame being left or entered, not an error.
-         * Deeper in the chain a generator is executing or it is not there. */
-        if (why == TS_TORN && steps == 0) why = TS_OK;
+        if (f == anchor) reached = 1;
+        int why = plausible_iframe(f, chunks, &owner, &fault);
+        if (why == TS_TORN && steps == 0 && lenient_leaf) why = TS_OK;
         if (why != TS_OK) {
             res->partial = fault ? TS_FAULT : why;
-            return;
+            return reached;
         }
         last_owner = owner;
         uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
@@ -196,7 +168,7 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
         if (!is_type(code, ts_L.code_type, &fault)) {
             if (fault) break;
             res->partial = TS_BAD_CODE;
-            return;
+            return reached;
         }
         uintptr_t instr = (uintptr_t)ts_load(f + ts_L.fr_instr, &fault);
         long ncodeunits = (long)ts_load(code + OB_SIZE_OFF, &fault);
@@ -205,7 +177,7 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
         long off = (long)(instr - (code + ts_L.code_adaptive));
         if (off < -2 || off >= ncodeunits * 2 || (off & 1)) {
             res->partial = TS_BAD_OFFSET;
-            return;
+            return reached;
         }
         /* Incomplete frame (pushed, not yet past RESUME): not really entered. */
         if (!(owner == ts_L.owner_gen) && off / 2 < first) {
@@ -215,16 +187,99 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
         EMIT(code, off, TS_KIND_PYTHON);
         f = next;
     }
+    if (fault) {
+        res->partial = TS_FAULT;
+        return reached;
+    }
     /* A generator frame is always resumed by some frame (or an entry shim):
      * a chain that ends at one was read while its link was being written. */
-    if (!fault && last_owner == ts_L.owner_gen) res->partial = TS_TORN;
-    if (fault) res->partial = TS_FAULT;
+    if (last_owner == ts_L.owner_gen) {
+        res->partial = TS_TORN;
+        return reached;
+    }
+    return reached || !anchor;
 }
 
-TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_result *res) {
+TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
     res->nframes = 0;
     res->depth = 0;
     res->partial = TS_OK;
+}
+
+/* 3.11/3.12: the innermost eval loop publishes its top frame in
+ * tstate->cframe->current_frame; every frame it runs chains down to its
+ * entry frame, whose `previous` is the anchor: the calling eval loop's
+ * current_frame (cframe->previous->current_frame), fixed while the inner
+ * loop runs. So a chain read from the published leaf is trusted only if it
+ * passes through the anchor. The leaf is unusable in two windows:
+ *  - entry: tstate->cframe is stored before cframe.current_frame, which
+ *    then holds stale C-stack contents;
+ *  - frame pop (RETURN_GENERATOR on 3.11/3.12, returns on 3.11): the frame
+ *    is popped off the datastack (or its chunk freed) before
+ *    current_frame moves to its caller, which is still its `previous`.
+ * An implausible leaf is skipped for its `previous` when that chain reaches
+ * the anchor (the frames in between are proven live: they are what the
+ * anchor's inner loop is running). Otherwise only the anchor's chain is
+ * known: it is walked and flagged TS_TORN, never reported complete. */
+TS_SIGNAL_SAFE static void walk_cframe(uintptr_t ts, ts_chunks *chunks, ts_rawframe *out, int max,
+                                       ts_walk_result *res) {
+    int fault = 0, owner = 0;
+    uintptr_t cf = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
+    if (!cf || fault) {
+        res->partial = fault ? TS_FAULT : TS_OK;
+        return;
+    }
+    uintptr_t leaf = (uintptr_t)ts_load(cf + ts_L.cf_current, &fault);
+    uintptr_t prev_cf = (uintptr_t)ts_load(cf + ts_L.cf_previous, &fault);
+    uintptr_t anchor = prev_cf && !fault ? (uintptr_t)ts_load(prev_cf + ts_L.cf_current, &fault) : 0;
+    if (fault) {
+        res->partial = TS_FAULT;
+        return;
+    }
+    uintptr_t start = leaf;
+    int lenient = 1;
+    if (leaf) {
+        int why = plausible_iframe(leaf, chunks, &owner, &fault);
+        if (why == TS_BAD_FRAME || why == TS_FAULT) {
+            fault = 0;
+            start = (uintptr_t)ts_load(leaf + ts_L.fr_previous, &fault);
+            lenient = 0; /* the caller of a popped frame is executing */
+            if (fault) start = 0;
+        }
+    }
+    if (!leaf && !anchor) return; /* no Python frame at all */
+    if (start && walk_chain(start, anchor, lenient, chunks, out, max, res)) return;
+    if (!anchor) { /* nothing to fall back on: keep what the walk found */
+        if (res->partial == TS_OK) res->partial = TS_TORN;
+        return;
+    }
+    reset_result(res);
+    walk_chain(anchor, 0, 0, chunks, out, max, res);
+    if (res->partial == TS_OK) res->partial = TS_TORN;
+}
+
+TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
+    int fault = 0;
+    ts_chunks chunks;
+    load_chunks(ts, &chunks, &fault);
+    if (fault) {
+        res->partial = TS_FAULT;
+        return;
+    }
+    if (ts_L.chain == TS_CHAIN_CFRAME) {
+        walk_cframe(ts, &chunks, out, max, res);
+        return;
+    }
+    uintptr_t f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
+    if (fault) {
+        res->partial = TS_FAULT;
+        return;
+    }
+    if (f) walk_chain(f, 0, 1, &chunks, out, max, res);
+}
+
+TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_result *res) {
+    reset_result(res);
     if (!tstate) {
         res->partial = TS_NO_TSTATE;
         return;
