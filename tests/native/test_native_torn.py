@@ -69,7 +69,8 @@ def test_generator_creation_gives_no_wrong_complete_stack(tmp_path):
 
 
 def test_generator_pipeline_flags_few_stacks(tmp_path):
-    # Torn windows are flagged (partial), not guessed; they stay rare.
+    # A generator being resumed or left is walked from its caller (found by
+    # resumer() in walker.c), not flagged: under 0.5 % partial (1-2 % before).
     script = tmp_path / "pipeline.py"
     script.write_text(GENERATOR_PIPELINE)
     data = validate(tmp_path, script, "3", "5000")
@@ -77,4 +78,4 @@ def test_generator_pipeline_flags_few_stacks(tmp_path):
     assert layer["checked"] >= 5000, layer
     assert layer["errors"] == 0, json.dumps({"layers": data["layers"], "examples": data["examples"]}, indent=1)
     partial = layer["mismatches"].get("partial", 0)
-    assert partial / layer["checked"] < 0.01, (layer, data["counters"]["partial_reasons"])
+    assert partial / layer["checked"] < 0.005, (layer, data["counters"]["partial_reasons"])

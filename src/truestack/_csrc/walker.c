@@ -31,12 +31,14 @@ typedef struct {
     int n;
     int truncated; /* more chunks than cached: frames beyond are unchecked */
     int cursor;    /* frames are visited newest to oldest: never look back */
+    int top_in_r0; /* datastack_top lies in the newest chunk: r[0].hi is it */
 } ts_chunks;
 
 TS_SIGNAL_SAFE static void load_chunks(uintptr_t ts, ts_chunks *c, int *fault) {
     c->n = 0;
     c->cursor = 0;
     c->truncated = 0;
+    c->top_in_r0 = 0;
     uintptr_t chunk = (uintptr_t)ts_load(ts + ts_L.ts_chunk, fault);
     uintptr_t top = (uintptr_t)ts_load(ts + ts_L.ts_stack_top, fault);
     while (chunk && !*fault) {
@@ -46,7 +48,10 @@ TS_SIGNAL_SAFE static void load_chunks(uintptr_t ts, ts_chunks *c, int *fault) {
         }
         uintptr_t size = (uintptr_t)ts_load(chunk + ts_L.chunk_size, fault);
         uintptr_t hi = chunk + size;
-        if (c->n == 0 && top > chunk && top <= hi) hi = top; /* live part of the newest chunk */
+        if (c->n == 0 && top > chunk && top <= hi) { /* live part of the newest chunk */
+            hi = top;
+            c->top_in_r0 = 1;
+        }
         c->r[c->n].lo = chunk + ts_L.chunk_data;
         c->r[c->n].hi = hi;
         c->n++;
@@ -200,6 +205,73 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
     return reached || !anchor;
 }
 
+/* Does the chain from f pass through `target`? (guarded loads only) */
+TS_SIGNAL_SAFE static int chain_reaches(uintptr_t f, uintptr_t target) {
+    int fault = 0;
+    for (int steps = 0; f && !fault && steps <= TS_MAX_WALK; steps++) {
+        if (f == target) return 1;
+        f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
+    }
+    return 0;
+}
+
+/* The newest thread-owned frame: the datastack holds live frames back to
+ * back, each co_framesize words, from the newest chunk's start (the root
+ * chunk skips its first word) to datastack_top. 0 if none or unsure. */
+TS_SIGNAL_SAFE static uintptr_t top_thread_frame(const ts_chunks *c) {
+    if (c->n == 0 || !c->top_in_r0) return 0;
+    int fault = 0, root = c->n == 1 && !c->truncated;
+    uintptr_t f = c->r[0].lo + (root ? sizeof(void *) : 0), top = c->r[0].hi;
+    for (int steps = 0; f < top && steps <= TS_MAX_WALK; steps++) {
+        uintptr_t code = (uintptr_t)ts_load(f + ts_L.fr_code, &fault);
+        if (!is_type(code, ts_L.code_type, &fault)) return 0;
+        long size = (long)(int32_t)ts_load_sized(code + ts_L.code_framesize, 4, &fault) * (long)sizeof(void *);
+        if (fault || size < ts_L.fr_min_size) return 0;
+        if (f + (uintptr_t)size == top) return f;
+        f += (uintptr_t)size;
+    }
+    return 0;
+}
+
+#define TS_UNSURE ((uintptr_t)1)
+
+/* The most recently resumed generator frame still executing, other than
+ * `skip`: every resume pushes the generator's gi_exc_state on
+ * tstate->exc_info and every suspend or return pops it. 0 if none,
+ * TS_UNSURE if the list holds something else. */
+TS_SIGNAL_SAFE static uintptr_t top_executing_gen(uintptr_t ts, uintptr_t skip) {
+    int fault = 0;
+    uintptr_t e = (uintptr_t)ts_load(ts + ts_L.ts_exc_info, &fault);
+    for (int steps = 0; e && !fault && e != ts + (uintptr_t)ts_L.ts_exc_state; steps++) {
+        if (steps > TS_MAX_WALK) return TS_UNSURE;
+        uintptr_t gen = e - (uintptr_t)ts_L.gen_exc_state, f = gen + (uintptr_t)ts_L.gen_iframe;
+        if (f != skip) {
+            uint64_t t = ts_load(gen + OB_TYPE_OFF, &fault);
+            int ok = !fault && (t == (uintptr_t)ts_L.gen_type || t == (uintptr_t)ts_L.coro_type ||
+                                t == (uintptr_t)ts_L.asyncgen_type);
+            return ok ? f : TS_UNSURE;
+        }
+        e = (uintptr_t)ts_load(e + ts_L.exc_previous, &fault);
+    }
+    return fault ? TS_UNSURE : 0;
+}
+
+/* 3.12: the frame that resumed generator frame g, or that g is yielding
+ * to, while g->previous is NULL (FOR_ITER_GEN publishes g as the top frame
+ * before linking it to its caller; YIELD_VALUE unlinks g before publishing
+ * the caller). That frame F is executing: if thread-owned it is the newest
+ * frame on the datastack, if a generator's it is the newest executing
+ * generator. Both candidates are live frames of the chain, so F is the one
+ * whose chain holds the other. 0 when that cannot be shown. */
+TS_SIGNAL_SAFE static uintptr_t resumer(uintptr_t ts, uintptr_t g, const ts_chunks *c) {
+    if (ts_L.code_framesize < 0) return 0;
+    uintptr_t t = top_thread_frame(c), h = top_executing_gen(ts, g);
+    if (h == TS_UNSURE) return 0;
+    if (!t || !h) return t ? t : h;
+    if (chain_reaches(t, h)) return t;
+    return chain_reaches(h, t) ? h : 0;
+}
+
 TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
     res->nframes = 0;
     res->depth = 0;
@@ -249,6 +321,16 @@ TS_SIGNAL_SAFE static void walk_cframe(uintptr_t ts, ts_chunks *chunks, ts_rawfr
     }
     if (!leaf && !anchor) return; /* no Python frame at all */
     if (start && walk_chain(start, anchor, lenient, chunks, out, max, res)) return;
+    if (start == leaf && owner == ts_L.owner_gen && res->partial == TS_TORN) {
+        /* A generator leaf not linked to its caller: walk from the caller
+         * instead (the generator itself is the frame being entered or left). */
+        uintptr_t unlinked = !ts_load(leaf + ts_L.fr_previous, &fault) && !fault;
+        uintptr_t caller = unlinked ? resumer(ts, leaf, chunks) : 0;
+        if (caller) {
+            reset_result(res);
+            if (walk_chain(caller, anchor, 0, chunks, out, max, res)) return;
+        }
+    }
     if (!anchor) { /* nothing to fall back on: keep what the walk found */
         if (res->partial == TS_OK) res->partial = TS_TORN;
         return;
