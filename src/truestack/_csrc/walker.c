@@ -291,8 +291,10 @@ TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
  *    current_frame moves to its caller, which is still its `previous`.
  * An implausible leaf is skipped for its `previous` when that chain reaches
  * the anchor (the frames in between are proven live: they are what the
- * anchor's inner loop is running). Otherwise only the anchor's chain is
- * known: it is walked and flagged TS_TORN, never reported complete. */
+ * anchor's inner loop is running). A generator leaf whose `previous` is not
+ * written yet (3.12) is replaced by its caller (resumer()) on the same
+ * condition. Otherwise only the anchor's chain is known: it is walked and
+ * flagged TS_TORN, never reported complete. */
 TS_SIGNAL_SAFE static void walk_cframe(uintptr_t ts, ts_chunks *chunks, ts_rawframe *out, int max,
                                        ts_walk_result *res) {
     int fault = 0, owner = 0;
@@ -337,7 +339,8 @@ TS_SIGNAL_SAFE static void walk_cframe(uintptr_t ts, ts_chunks *chunks, ts_rawfr
     }
     reset_result(res);
     walk_chain(anchor, 0, 0, chunks, out, max, res);
-    if (res->partial == TS_OK) res->partial = TS_TORN;
+    /* Whatever the anchor's own walk found, the cause is the torn leaf. */
+    if (res->partial != TS_TOO_DEEP) res->partial = TS_TORN;
 }
 
 TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
