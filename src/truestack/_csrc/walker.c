@@ -25,6 +25,13 @@ TS_SIGNAL_SAFE static int is_type(uintptr_t obj, const void *type, int *fault) {
     return ts_load(obj + OB_TYPE_OFF, fault) == (uint64_t)(uintptr_t)type && !*fault;
 }
 
+/* Is obj a generator, coroutine or async generator? */
+TS_SIGNAL_SAFE static int is_generator(uintptr_t obj, int *fault) {
+    uint64_t t = ts_load(obj + OB_TYPE_OFF, fault);
+    return !*fault &&
+           (t == (uintptr_t)ts_L.gen_type || t == (uintptr_t)ts_L.coro_type || t == (uintptr_t)ts_L.asyncgen_type);
+}
+
 /* The thread's datastack chunks (newest first), for frame location checks. */
 typedef struct {
     ts_range r[TS_MAX_CHUNKS];
@@ -79,10 +86,7 @@ TS_SIGNAL_SAFE static int plausible_iframe(uintptr_t f, ts_chunks *c, int *owner
     if (*owner == ts_L.owner_thread) return in_chunks(c, f) ? TS_OK : TS_BAD_FRAME;
     if (*owner == ts_L.owner_gen) {
         uintptr_t gen = f - ts_L.gen_iframe;
-        uint64_t t = ts_load(gen + OB_TYPE_OFF, fault);
-        if (*fault) return TS_FAULT;
-        if (t != (uintptr_t)ts_L.gen_type && t != (uintptr_t)ts_L.coro_type && t != (uintptr_t)ts_L.asyncgen_type)
-            return TS_BAD_FRAME;
+        if (!is_generator(gen, fault)) return *fault ? TS_FAULT : TS_BAD_FRAME;
         int state = (int)(int8_t)ts_load_sized(gen + ts_L.gen_frame_state, 1, fault);
         if (*fault) return TS_FAULT;
         return state == ts_L.gen_executing ? TS_OK : TS_TORN;
@@ -242,18 +246,17 @@ TS_SIGNAL_SAFE static uintptr_t top_thread_frame(const ts_chunks *c) {
 TS_SIGNAL_SAFE static uintptr_t top_executing_gen(uintptr_t ts, uintptr_t skip) {
     int fault = 0;
     uintptr_t e = (uintptr_t)ts_load(ts + ts_L.ts_exc_info, &fault);
-    for (int steps = 0; e && !fault && e != ts + (uintptr_t)ts_L.ts_exc_state; steps++) {
-        if (steps > TS_MAX_WALK) return TS_UNSURE;
+    for (int steps = 0; e && !fault && steps <= TS_MAX_WALK; steps++) {
+        if (e == ts + (uintptr_t)ts_L.ts_exc_state) return 0; /* the thread's own: no generator */
         uintptr_t gen = e - (uintptr_t)ts_L.gen_exc_state, f = gen + (uintptr_t)ts_L.gen_iframe;
         if (f != skip) {
-            uint64_t t = ts_load(gen + OB_TYPE_OFF, &fault);
-            int ok = !fault && (t == (uintptr_t)ts_L.gen_type || t == (uintptr_t)ts_L.coro_type ||
-                                t == (uintptr_t)ts_L.asyncgen_type);
-            return ok ? f : TS_UNSURE;
+            int executing = is_generator(gen, &fault) &&
+                            (int)(int8_t)ts_load_sized(gen + ts_L.gen_frame_state, 1, &fault) == ts_L.gen_executing;
+            return executing && !fault ? f : TS_UNSURE;
         }
         e = (uintptr_t)ts_load(e + ts_L.exc_previous, &fault);
     }
-    return fault ? TS_UNSURE : 0;
+    return TS_UNSURE;
 }
 
 /* 3.12: the frame that resumed generator frame g, or that g is yielding
