@@ -219,25 +219,27 @@ TS_SIGNAL_SAFE static int chain_reaches(uintptr_t f, uintptr_t target) {
     return 0;
 }
 
+#define TS_UNSURE ((uintptr_t)1)
+
 /* The newest thread-owned frame: the datastack holds live frames back to
  * back, each co_framesize words, from the newest chunk's start (the root
- * chunk skips its first word) to datastack_top. 0 if none or unsure. */
+ * chunk skips its first word) to datastack_top (a chunk is freed when its
+ * last frame is popped). 0 if there is none, TS_UNSURE if not shown. */
 TS_SIGNAL_SAFE static uintptr_t top_thread_frame(const ts_chunks *c) {
-    if (c->n == 0 || !c->top_in_r0) return 0;
+    if (c->n == 0 || !c->top_in_r0) return TS_UNSURE;
     int fault = 0, root = c->n == 1 && !c->truncated;
     uintptr_t f = c->r[0].lo + (root ? sizeof(void *) : 0), top = c->r[0].hi;
+    if (f == top) return root ? 0 : TS_UNSURE;
     for (int steps = 0; f < top && steps <= TS_MAX_WALK; steps++) {
         uintptr_t code = (uintptr_t)ts_load(f + ts_L.fr_code, &fault);
-        if (!is_type(code, ts_L.code_type, &fault)) return 0;
+        if (!is_type(code, ts_L.code_type, &fault)) return TS_UNSURE;
         long size = (long)(int32_t)ts_load_sized(code + ts_L.code_framesize, 4, &fault) * (long)sizeof(void *);
-        if (fault || size < ts_L.fr_min_size) return 0;
+        if (fault || size < ts_L.fr_min_size) return TS_UNSURE;
         if (f + (uintptr_t)size == top) return f;
         f += (uintptr_t)size;
     }
-    return 0;
+    return TS_UNSURE;
 }
-
-#define TS_UNSURE ((uintptr_t)1)
 
 /* The most recently resumed generator frame still executing, other than
  * `skip`: every resume pushes the generator's gi_exc_state on
@@ -269,7 +271,7 @@ TS_SIGNAL_SAFE static uintptr_t top_executing_gen(uintptr_t ts, uintptr_t skip) 
 TS_SIGNAL_SAFE static uintptr_t resumer(uintptr_t ts, uintptr_t g, const ts_chunks *c) {
     if (ts_L.code_framesize < 0) return 0;
     uintptr_t t = top_thread_frame(c), h = top_executing_gen(ts, g);
-    if (h == TS_UNSURE) return 0;
+    if (t == TS_UNSURE || h == TS_UNSURE) return 0;
     if (!t || !h) return t ? t : h;
     if (chain_reaches(t, h)) return t;
     return chain_reaches(h, t) ? h : 0;
