@@ -61,7 +61,7 @@ def validate(tmp_path, script: Path, seconds: str, rate: str) -> dict:
 
 def test_generator_creation_gives_no_wrong_complete_stack(tmp_path):
     # Before the fix: ~5 wrong complete stacks per 10,000 checks on 3.11 and 3.12.
-    data = validate(tmp_path, HERE / "wl_gencreate.py", "6", "20000")
+    data = validate(tmp_path, HERE / "wl_gencreate.py", "8", "20000")
     layer = data["layers"]["async"]
     assert layer["checked"] >= 5000, layer
     assert layer["errors"] == 0, json.dumps({"layers": data["layers"], "examples": data["examples"]}, indent=1)
@@ -74,9 +74,9 @@ def test_generator_pipeline_flags_few_stacks(tmp_path):
     # 0.27 % here, 1.9 % of CPU samples under `record --rate 10k`).
     script = tmp_path / "pipeline.py"
     script.write_text(GENERATOR_PIPELINE)
-    data = validate(tmp_path, script, "3", "5000")
+    data = validate(tmp_path, script, "4", "10000")
     layer = data["layers"]["async"]
-    assert layer["checked"] >= 5000, layer
+    assert layer["checked"] >= 2000, layer  # 0.5 % of it: 10 samples
     assert layer["errors"] == 0, json.dumps({"layers": data["layers"], "examples": data["examples"]}, indent=1)
     partial = layer["mismatches"].get("partial", 0)
     assert partial / layer["checked"] < 0.005, (layer, data["counters"]["partial_reasons"])
