@@ -90,6 +90,13 @@ int ts_layout_init(void) {
     L->cf_previous = offsetof(_PyCFrame, previous);
     L->fr_code = offsetof(_PyInterpreterFrame, f_code);
     L->fr_instr = offsetof(_PyInterpreterFrame, prev_instr);
+#if PY_VERSION_HEX >= 0x030C0000 /* resumer() in walker.c */
+    L->code_framesize = offsetof(PyCodeObject, co_framesize);
+    L->ts_exc_info = offsetof(PyThreadState, exc_info);
+    L->ts_exc_state = offsetof(PyThreadState, exc_state);
+    L->gen_exc_state = offsetof(PyGenObject, gi_exc_state);
+    L->exc_previous = offsetof(_PyErr_StackItem, previous_item);
+#endif
 #else
     L->chain = TS_CHAIN_DIRECT;
     L->ts_top = offsetof(PyThreadState, current_frame);

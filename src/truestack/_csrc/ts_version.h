@@ -36,6 +36,11 @@ typedef struct {
     long gen_frame_state;                          /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
     int gen_executing; /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
     long frobj_data;   /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
+    /* finding the frame that resumes a generator whose `previous` is not
+     * linked yet (3.12 only; -1 elsewhere): walker.c, resumer() */
+    long code_framesize;              /* offsetof(PyCodeObject, co_framesize): a frame's datastack words */
+    long ts_exc_info, ts_exc_state;   /* PyThreadState.exc_info, .exc_state */
+    long gen_exc_state, exc_previous; /* PyGenObject.gi_exc_state, _PyErr_StackItem.previous_item */
     /* code objects */
     long code_adaptive;                                        /* offsetof co_code_adaptive; -1 on 3.10 */
     long code_firsttraceable;                                  /* offsetof _co_firsttraceable; -1 on 3.10 */
