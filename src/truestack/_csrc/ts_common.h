@@ -29,8 +29,9 @@ enum {
     TS_BAD_OFFSET = 5,   /* instruction pointer outside the code object */
     TS_TOO_DEEP = 6,     /* chain longer than TS_MAX_WALK (cycle?) */
     TS_TORN = 7,         /* caught mid-update: a suspended generator frame on the
-                           chain, a chain ending at a generator frame, or no
-                           frame behind a torn publication */
+                           chain, a chain ending at a generator frame, or (3.11/3.12)
+                           a stack that could not be proven to reach the calling eval
+                           loop's frame (the anchor) and was walked from the anchor */
     TS_OTHER_INTERP = 8, /* the thread was running a sub-interpreter: not walked (its code
                              objects have no destroy hook and belong to another GIL) */
     TS_UNGUARDED = 9,    /* someone replaced our SIGSEGV handler since the last drain: not walked */
