@@ -17,13 +17,12 @@ import os
 from .. import exporters
 from ..engines import ENGINE_CHOICES
 from ..errors import UsageError
-from ..rates import parse_rate
 from ..recording.output import check_output_path, default_output_name, resolve_format
 from ..recording.run import Plan
 from ..recording.supervisor import run_recording
 from ..sampler import DEFAULT_MAX_DEPTH
 from ..target import Target, resolve_target
-from .common import add_module_argument, module_target, non_negative_int, positive_float
+from .common import add_module_argument, module_target, non_negative_int, positive_float, rate
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -43,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"output format: {', '.join(exporters.FORMATS)} (default: from the output's extension, else flamegraph)",
     )
     p.add_argument("--mode", choices=("cpu", "wall"), default="cpu", help="cpu (default) or wall time")
-    p.add_argument("--rate", default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
+    p.add_argument("--rate", type=rate, default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -86,10 +85,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
     """Check everything the user gave, before the program runs."""
     script, module, target_args = _split_target(args)
     fmt = resolve_format(args.format, args.output)
-    try:
-        rate_hz = parse_rate(args.rate)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
     # A module is found in the program's process: finding it imports its
@@ -103,7 +98,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         fmt,
         os.path.abspath(output),
         args.mode,
-        rate_hz,
+        args.rate,
         args.engine,
         args.max_depth,
         args.duration,
