@@ -1,0 +1,47 @@
+"""`record`, `debug` and `validate` run the program the way `python script.py` or
+`python -m module` would: same errors, `__main__`, `sys.argv`, `sys.path[0]`,
+exit status. Each test compares with a plain run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import run_truestack, truestack_env
+
+pytestmark = pytest.mark.timeout(120)
+
+COMMANDS = [
+    "record",
+    "debug",
+    pytest.param("validate", marks=pytest.mark.native),
+]
+
+
+def under(command: str, tmp_path, *target: str, **kw) -> subprocess.CompletedProcess:
+    options = {
+        "record": ["-q", "--engine", "safepoint", "-o", str(tmp_path / "out.tsp")],
+        "debug": ["--no-stop"],
+        "validate": ["--min-checks", "0"],
+    }[command]
+    return run_truestack(command, *options, *target, cwd=tmp_path, input="", **kw)
+
+
+def plain(tmp_path, *target: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *target], cwd=tmp_path, capture_output=True, text=True,
+                          env=truestack_env(), input="", timeout=60, **kw)
+
+
+def tail(text: str, n: int = 4) -> list[str]:
+    return text.rstrip("\n").splitlines()[-n:]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_module_in_the_current_directory_is_found(tmp_path, command):
+    pkg = tmp_path / "herepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "tool.py").write_text("import sys\nprint('ran', sys.argv[1:], sys.path[0])\n")
+    proc = under(command, tmp_path, "-m", "herepkg.tool", "a")
+    assert proc.stdout.splitlines()[0] == plain(tmp_path, "-m", "herepkg.tool", "a").stdout.strip(), proc.stderr
+    assert "truestack: error" not in proc.stderr and "Traceback" not in proc.stderr
