@@ -3,6 +3,7 @@
 exit status. Each test compares with a plain run."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -45,3 +46,22 @@ def test_module_in_the_current_directory_is_found(tmp_path, command):
     proc = under(command, tmp_path, "-m", "herepkg.tool", "a")
     assert proc.stdout.splitlines()[0] == plain(tmp_path, "-m", "herepkg.tool", "a").stdout.strip(), proc.stderr
     assert "truestack: error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("case", ["syntax", "binary", "not-utf8"])
+def test_a_file_python_cannot_compile_shows_pythons_own_error(tmp_path, command, case):
+    if case == "syntax":
+        (tmp_path / "bad.py").write_text("x = 1\nif x\n    pass\n")
+        script = "bad.py"
+    elif case == "binary":
+        script = shutil.which("true") or "/bin/true"
+    else:
+        (tmp_path / "latin.py").write_bytes(b'x = "\xff"\n')
+        script = "latin.py"
+    expected = plain(tmp_path, script, "arg")
+    assert expected.returncode == 1 and "SyntaxError" in expected.stderr  # the premise
+    proc = under(command, tmp_path, script, "arg")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == expected.stderr  # python's lines only: no truestack frame, no summary
+    assert not (tmp_path / "out.tsp").exists()

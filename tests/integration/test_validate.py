@@ -280,13 +280,11 @@ def test_module_target(tmp_path):
     (["validate", "--rate", "0", "--sync-every", "0", "x.py"], "nothing to check"),
     (["validate", "--walker-fault", "flip", "x.py"], "unknown walker fault"),
     (["validate"], "no target"),
-    (["validate", "bad.py"], "invalid syntax"),
     (["validate", "-m"], "-m needs a module name"),
     (["validate", "-m", "no_such_module_xyz"], "cannot run module"),
 ])
 def test_usage_errors_are_one_line(tmp_path, args, needle):
     (tmp_path / "x.py").write_text("pass\n")
-    (tmp_path / "bad.py").write_text("def f(:\n")
     proc = run_truestack(*args, cwd=tmp_path)
     assert proc.returncode == 2
     assert needle in proc.stderr

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     oracle.start()
     try:
         status, _exc = run_target(target)
-    except (SyntaxError, OSError) as exc:  # the script could not be read or compiled
+    except OSError as exc:  # the script could not be read
         oracle.stop()
         raise UsageError(f"cannot run {target.describe()}: {exc}") from None
     except BaseException:
