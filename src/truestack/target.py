@@ -7,6 +7,8 @@ missing script or module) are raised as `UsageError` before anything runs.
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import importlib.util
 import marshal
 import os
@@ -76,35 +78,45 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
 
 
 def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
-    """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec."""
+    """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec.
+
+    `__main__` starts with the names, in the order, that `python script.py`
+    or `python -m module` give it.
+    """
     main_mod = types.ModuleType("__main__")
-    if target.kind == "module":
-        _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+    main_mod.__dict__.update(_interpreter_main_names())
+    if target.kind == "module" or os.path.isdir(target.name):
+        if target.kind == "module":
+            sys.argv = [target.module_file, *target.args]
+            _put_cwd_first()
+            _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+        else:  # a directory with __main__.py: python runs it as module `__main__` found there
+            sys.argv = [target.name, *target.args]
+            sys.path.insert(0, os.path.abspath(target.name))
+            _mod_name, spec, code = runpy._get_main_module_details()  # type: ignore[attr-defined]
         main_mod.__dict__.update(
-            __name__="__main__",
             __file__=spec.origin,
-            __spec__=spec,
+            __cached__=spec.cached,
             __loader__=spec.loader,
             __package__=spec.parent,
-            __cached__=None,
+            __spec__=spec,
         )
-        sys.argv = [spec.origin or target.name, *target.args]
-        _put_cwd_first()
     else:
-        path = target.name
-        if os.path.isdir(path):
-            path = os.path.join(path, "__main__.py")
-            sys.path.insert(0, os.path.abspath(target.name))
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        code, _compiled = compile_script(Target("script", path, target.args, target.compiled))
-        main_mod.__dict__.update(
-            __name__="__main__", __file__=path, __package__=None, __cached__=None, __spec__=None, __loader__=None
-        )
         sys.argv = [target.name, *target.args]
-    main_mod.__dict__["__builtins__"] = __builtins__
+        path = os.path.abspath(target.name)  # python's __file__ and co_filename (3.9+)
+        sys.path.insert(0, os.path.dirname(path))
+        code, compiled = compile_script(target)
+        loader = importlib.machinery.SourcelessFileLoader if compiled else importlib.machinery.SourceFileLoader
+        main_mod.__dict__.update(__loader__=loader("__main__", path), __file__=path, __cached__=None)
     sys.modules["__main__"] = main_mod
     return code, main_mod.__dict__
+
+
+def _interpreter_main_names() -> dict[str, Any]:
+    """What the interpreter puts in `__main__` before the program's own names."""
+    extras: dict[str, Any] = {"__annotations__": {}} if sys.version_info < (3, 14) else {}
+    extras["__builtins__"] = builtins
+    return extras
 
 
 def compile_script(target: Target) -> tuple[types.CodeType, bool]:

@@ -3,6 +3,7 @@
 exit status. Each test compares with a plain run."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -65,3 +66,42 @@ def test_a_file_python_cannot_compile_shows_pythons_own_error(tmp_path, command,
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == expected.stderr  # python's lines only: no truestack frame, no summary
     assert not (tmp_path / "out.tsp").exists()
+
+
+MAIN_STATE = '''"""the doc"""
+import json, sys
+names = list(globals())
+print(json.dumps({
+    "file": __file__, "argv": sys.argv, "path0": sys.path[0], "names": names, "doc": __doc__,
+    "spec": repr(__spec__), "builtins": type(__builtins__).__name__, "loader": type(__loader__).__name__,
+    "package": __package__, "cached": __cached__, "name": __name__,
+}))
+sys.exit(5)
+'''
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("where", ["here", "subdir"])
+def test_main_module_state_is_what_python_gives_a_script(tmp_path, command, where):
+    script = tmp_path / ("sub" if where == "subdir" else "") / "state.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(MAIN_STATE)
+    name = str(script.relative_to(tmp_path))
+    expected = plain(tmp_path, name, "a", "-o", "x")
+    proc = under(command, tmp_path, name, "a", "-o", "x")
+    assert json.loads(proc.stdout.splitlines()[0]) == json.loads(expected.stdout), proc.stderr
+    if command != "validate":  # validate's status is its verdict
+        assert proc.returncode == expected.returncode == 5
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_main_module_state_is_what_python_gives_a_module(tmp_path, command):
+    pkg = tmp_path / "statepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "state.py").write_text(MAIN_STATE.replace('"spec": repr(__spec__)', '"spec": __spec__.name'))
+    expected = plain(tmp_path, "-m", "statepkg.state", "a")
+    proc = under(command, tmp_path, "-m", "statepkg.state", "a")
+    assert json.loads(proc.stdout.splitlines()[0]) == json.loads(expected.stdout), proc.stderr
+    if command != "validate":
+        assert proc.returncode == expected.returncode == 5
