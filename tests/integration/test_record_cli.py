@@ -284,3 +284,30 @@ def test_output_file_mode_follows_umask(tmp_path, tmp_script):
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+NO_PROTOBUF = '''
+import sys
+class _NoProtobuf:
+    def find_spec(self, name, path=None, target=None):
+        if name == "google" or name.startswith("google."):
+            raise ImportError(f"No module named {name!r} (test shim)")
+        return None
+sys.meta_path.insert(0, _NoProtobuf())
+'''
+
+
+@pytest.mark.parametrize("how", [["-f", "pprof"], ["-o", "out.pb.gz"]])
+def test_missing_output_dependency_is_reported_before_the_program_runs(tmp_path, tmp_script, how):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_PROTOBUF)
+    ran = tmp_path / "ran"
+    script = tmp_script("target.py", f"open({str(ran)!r}, 'w').close()\n")
+    env = truestack_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH")]))
+    proc = run_truestack("record", "--engine", "safepoint", *how, str(script), cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("truestack: error:") and "protobuf" in lines[0], proc.stderr
+    assert not ran.exists(), "the program must not run when its profile could not be written"

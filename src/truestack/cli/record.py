@@ -85,6 +85,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     """Check everything the user gave, before the program runs."""
     script, module, target_args = _split_target(args)
     fmt = resolve_format(args.format, args.output)
+    _check_format_dependencies(fmt)
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
     # A module is found in the program's process: finding it imports its
@@ -107,6 +108,17 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
     )
+
+
+def _check_format_dependencies(fmt: str) -> None:
+    """Load what writing `fmt` needs now: an optional package found missing after the run would cost the run."""
+    if fmt == "pprof":
+        from ..exporters.pprof import PprofUnavailable, message_classes
+
+        try:
+            message_classes()
+        except PprofUnavailable as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:
