@@ -148,11 +148,39 @@ def test_duration_stops_sampling_then_the_program(tmp_path, background):
     proc = _start_long_run(tmp_path, LONG, "--duration", "0.8", "-o", str(out), background=background)
     stdout, stderr = proc.communicate(timeout=60)
     assert time.monotonic() - started < 50  # the 60 s spin was cut short
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 124, stderr  # stopped by --duration, as `timeout` says it
     assert "cleanup ran" in stdout  # stopped gently: finally blocks run
     profile = load(out)
     assert profile.sample_count > 0
     assert profile.meta.interrupted is None
+    assert any("--duration" in m.name for m in profile.markers)
+
+
+NON_DAEMON = SPIN + '''
+import atexit, threading, time
+atexit.register(lambda: print("atexit ran", flush=True))
+def forever():
+    while True:
+        spin(0.02)
+        time.sleep(0.01)
+threading.Thread(target=forever, name="worker").start()
+if MAIN_WAITS:
+    time.sleep(600)
+print("main returned", flush=True)
+'''
+
+
+@pytest.mark.parametrize("main_waits", [False, True])
+def test_duration_stops_a_program_whose_threads_never_end(tmp_path, tmp_script, main_waits):
+    script = tmp_script("threads.py", f"MAIN_WAITS = {main_waits}\n" + NON_DAEMON)
+    out = tmp_path / "t.tsp"
+    started = time.monotonic()
+    proc = record("--duration", "1", "-o", str(out), str(script), cwd=tmp_path)
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 124, proc.stderr
+    assert "atexit ran" in proc.stdout
+    profile = load(out)
+    assert profile.sample_count > 0 and profile.meta.interrupted is None
     assert any("--duration" in m.name for m in profile.markers)
 
 
