@@ -7,13 +7,18 @@ missing script or module) are raised as `UsageError` before anything runs.
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import importlib.util
+import marshal
 import os
 import runpy
+import subprocess
 import sys
 import traceback
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import UsageError
 from .own_files import is_own_file
@@ -24,6 +29,7 @@ class Target:
     kind: str  # "script" | "module"
     name: str  # script path or module name
     args: list[str] = field(default_factory=list)
+    compiled: tuple[types.CodeType, bool] | None = field(default=None, repr=False, compare=False)
 
     @property
     def argv(self) -> list[str]:
@@ -62,43 +68,90 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
         raise UsageError("no target: give a script path or -m MODULE")
     if not os.path.exists(script):
         raise UsageError(f"no such script: {script}")
-    if os.path.isdir(script) and not os.path.exists(os.path.join(script, "__main__.py")):
-        raise UsageError(f"{script} is a directory with no __main__.py")
-    return Target("script", script, list(args))
+    if os.path.isdir(script):
+        if not os.path.exists(os.path.join(script, "__main__.py")):
+            raise UsageError(f"{script} is a directory with no __main__.py")
+        return Target("script", script, list(args))
+    target = Target("script", script, list(args))
+    compile_script(target)  # before anything starts: a file python cannot compile shows python's error
+    return target
 
 
 def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
-    """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec."""
+    """Prepare sys.argv/sys.path/__main__ and return (code, globals) to exec.
+
+    `__main__` starts with the names, in the order, that `python script.py`
+    or `python -m module` give it.
+    """
     main_mod = types.ModuleType("__main__")
-    if target.kind == "module":
-        _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+    main_mod.__dict__.update(_interpreter_main_names())
+    if target.kind == "module" or os.path.isdir(target.name):
+        if target.kind == "module":
+            sys.argv = [target.module_file, *target.args]
+            _put_cwd_first()
+            _mod_name, spec, code = runpy._get_module_details(target.name)  # type: ignore[attr-defined]
+        else:  # a directory with __main__.py: python runs it as module `__main__` found there
+            sys.argv = [target.name, *target.args]
+            sys.path.insert(0, os.path.abspath(target.name))
+            _mod_name, spec, code = runpy._get_main_module_details()  # type: ignore[attr-defined]
         main_mod.__dict__.update(
-            __name__="__main__",
             __file__=spec.origin,
-            __spec__=spec,
+            __cached__=spec.cached,
             __loader__=spec.loader,
             __package__=spec.parent,
-            __cached__=None,
+            __spec__=spec,
         )
-        sys.argv = [spec.origin or target.name, *target.args]
-        _put_cwd_first()
     else:
-        path = target.name
-        if os.path.isdir(path):
-            path = os.path.join(path, "__main__.py")
-            sys.path.insert(0, os.path.abspath(target.name))
-        else:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-        with open(path, "rb") as fh:
-            source = fh.read()
-        code = compile(source, path, "exec", dont_inherit=True)
-        main_mod.__dict__.update(
-            __name__="__main__", __file__=path, __package__=None, __cached__=None, __spec__=None, __loader__=None
-        )
         sys.argv = [target.name, *target.args]
-    main_mod.__dict__["__builtins__"] = __builtins__
+        path = os.path.abspath(target.name)  # python's __file__ and co_filename (3.9+)
+        sys.path.insert(0, os.path.dirname(path))
+        code, compiled = compile_script(target)
+        loader = importlib.machinery.SourcelessFileLoader if compiled else importlib.machinery.SourceFileLoader
+        main_mod.__dict__.update(__loader__=loader("__main__", path), __file__=path, __cached__=None)
     sys.modules["__main__"] = main_mod
     return code, main_mod.__dict__
+
+
+def _interpreter_main_names() -> dict[str, Any]:
+    """What the interpreter puts in `__main__` before the program's own names."""
+    extras: dict[str, Any] = {"__annotations__": {}} if sys.version_info < (3, 14) else {}
+    extras["__builtins__"] = builtins
+    return extras
+
+
+def compile_script(target: Target) -> tuple[types.CodeType, bool]:
+    """(code, whether it came from a .pyc) of a script target, compiled as python would.
+
+    When Python cannot compile it, nothing of truestack should show: this
+    process becomes `python script.py [args]` with the same flags, so the
+    user sees exactly Python's own error (file, line, carets, exit status 1),
+    whatever it is (a syntax error, a binary, an undecodable file).
+    """
+    if target.compiled is None:
+        target.compiled = _compile_file(target)
+    return target.compiled
+
+
+def _compile_file(target: Target) -> tuple[types.CodeType, bool]:
+    path = os.path.abspath(target.name)
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {target.name}: {exc.strerror or exc}") from None
+    try:
+        if path.endswith(".pyc") or source[:4] == importlib.util.MAGIC_NUMBER:
+            return marshal.loads(source[16:]), True  # python runs .pyc files too (16-byte header)
+        return compile(source, path, "exec", dont_inherit=True), False
+    except (SyntaxError, ValueError, EOFError, TypeError):
+        _become_python(target)
+
+
+def _become_python(target: Target) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+    os.execv(sys.executable, [sys.executable, *flags, target.name, *target.args])
 
 
 def _put_cwd_first() -> None:

@@ -56,8 +56,9 @@ def test_function_and_conditional_breakpoints_step_and_step_out(tmp_path, backen
     assert s.cmd("p n").strip() == "2"
     assert s.cmd("len(where.__doc__) > 0").strip() == "True"
     out = s.cmd("w")
-    assert re.search(r"#\d+ prog\.py:\d+ in <module>\(\)", out)
-    assert "> #0 prog.py:" in out
+    # the script's frames carry its absolute path, as under `python prog.py` (and pdb)
+    assert re.search(r"#\d+ \S*/prog\.py:\d+ in <module>\(\)", out)
+    assert f"> #0 {tmp_path / 'prog.py'}:" in out
     s.cmd("disable(1)")
     out = s.cmd("n")
     assert f":{line_of(prog, 'CALL1')} in fib()" in out
@@ -274,3 +275,42 @@ def test_context_is_highlighted_when_pygments_is_there(tmp_path):
     out = s.wait_prompt()
     assert "\x1b[" not in out
     s.last("q")
+
+
+def _plain_and_debugged(tmp_path, source: str, commands: str, *debug_options: str):
+    """(pdb's run, truestack debug's run) of the same script with the same stdin."""
+    import subprocess
+
+    from conftest import run_truestack, truestack_env
+
+    write(tmp_path, "prog.py", source)
+    pdb = subprocess.run([sys.executable, "-m", "pdb", "prog.py"], cwd=tmp_path, input=commands,
+                         capture_output=True, text=True, env=truestack_env(), timeout=30)
+    ours = run_truestack("debug", *debug_options, "prog.py", cwd=tmp_path, input=commands, timeout=30)
+    return pdb, ours
+
+
+def test_eof_at_the_prompt_quits_like_pdb(tmp_path):
+    # pdb's do_EOF quits: the program does not run on, and the status is 0.
+    pdb, ours = _plain_and_debugged(tmp_path, "print('ran', 'to the end')\nraise SystemExit(3)\n", "")
+    assert "ran to the end" not in pdb.stdout and pdb.returncode == 0  # the premise: pdb's behaviour
+    assert "ran to the end" not in ours.stdout, ours.stdout
+    assert ours.returncode == 0, ours.stderr
+
+
+HELPER_NAMES = {"where", "cont", "break_at_line", "step_out", "display", "help", "locals", "dir", "vars"}
+
+
+def test_locals_shows_the_programs_names_not_the_shells(tmp_path):
+    source = "import sys\nx = 5\ndef f(a):\n    b = a + 1\n    return b  # STOP\nf(1)\n"
+    commands = "n\nn\np sorted(locals())\np sorted(vars())\np dir()\nb 5\nc\np locals()\np sorted(globals())\n"
+    pdb, ours = _plain_and_debugged(tmp_path, source, commands)
+    lists = [eval(line.split(") ", 1)[1]) for line in ours.stdout.splitlines() if line.startswith("(ts) [")]
+    assert len(lists) == 4, ours.stdout
+    for names in lists:
+        assert {"sys", "x", "__name__", "__builtins__"} <= set(names), ours.stdout
+        assert not HELPER_NAMES & set(names), names
+    # in a function: exactly the frame's locals, as pdb prints them
+    assert "{'a': 1, 'b': 2}" in pdb.stdout  # the premise
+    assert "{'a': 1, 'b': 2}" in ours.stdout, ours.stdout
+    assert "f" in lists[3]  # globals() is the module's

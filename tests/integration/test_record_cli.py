@@ -148,11 +148,39 @@ def test_duration_stops_sampling_then_the_program(tmp_path, background):
     proc = _start_long_run(tmp_path, LONG, "--duration", "0.8", "-o", str(out), background=background)
     stdout, stderr = proc.communicate(timeout=60)
     assert time.monotonic() - started < 50  # the 60 s spin was cut short
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 124, stderr  # stopped by --duration, as `timeout` says it
     assert "cleanup ran" in stdout  # stopped gently: finally blocks run
     profile = load(out)
     assert profile.sample_count > 0
     assert profile.meta.interrupted is None
+    assert any("--duration" in m.name for m in profile.markers)
+
+
+NON_DAEMON = SPIN + '''
+import atexit, threading, time
+atexit.register(lambda: print("atexit ran", flush=True))
+def forever():
+    while True:
+        spin(0.02)
+        time.sleep(0.01)
+threading.Thread(target=forever, name="worker").start()
+if MAIN_WAITS:
+    time.sleep(600)
+print("main returned", flush=True)
+'''
+
+
+@pytest.mark.parametrize("main_waits", [False, True])
+def test_duration_stops_a_program_whose_threads_never_end(tmp_path, tmp_script, main_waits):
+    script = tmp_script("threads.py", f"MAIN_WAITS = {main_waits}\n" + NON_DAEMON)
+    out = tmp_path / "t.tsp"
+    started = time.monotonic()
+    proc = record("--duration", "1", "-o", str(out), str(script), cwd=tmp_path)
+    assert time.monotonic() - started < 60
+    assert proc.returncode == 124, proc.stderr
+    assert "atexit ran" in proc.stdout
+    profile = load(out)
+    assert profile.sample_count > 0 and profile.meta.interrupted is None
     assert any("--duration" in m.name for m in profile.markers)
 
 
@@ -284,3 +312,30 @@ def test_output_file_mode_follows_umask(tmp_path, tmp_script):
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+NO_PROTOBUF = '''
+import sys
+class _NoProtobuf:
+    def find_spec(self, name, path=None, target=None):
+        if name == "google" or name.startswith("google."):
+            raise ImportError(f"No module named {name!r} (test shim)")
+        return None
+sys.meta_path.insert(0, _NoProtobuf())
+'''
+
+
+@pytest.mark.parametrize("how", [["-f", "pprof"], ["-o", "out.pb.gz"]])
+def test_missing_output_dependency_is_reported_before_the_program_runs(tmp_path, tmp_script, how):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_PROTOBUF)
+    ran = tmp_path / "ran"
+    script = tmp_script("target.py", f"open({str(ran)!r}, 'w').close()\n")
+    env = truestack_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH")]))
+    proc = run_truestack("record", "--engine", "safepoint", *how, str(script), cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("truestack: error:") and "protobuf" in lines[0], proc.stderr
+    assert not ran.exists(), "the program must not run when its profile could not be written"

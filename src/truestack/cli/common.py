@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
+from ..rates import parse_rate
 
 
 def positive_float(text: str) -> float:
@@ -20,6 +21,24 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def rate(text: str) -> float:
+    """argparse type: a sampling rate as `truestack.rates.parse_rate` reads it (250, 1k, 10khz)."""
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def rate_or_off(text: str) -> float:
+    """argparse type: a rate as `rate` reads it, or 0 for off."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return rate(text)
 
 
 def non_negative_int(text: str) -> int:

@@ -17,13 +17,12 @@ import os
 from .. import exporters
 from ..engines import ENGINE_CHOICES
 from ..errors import UsageError
-from ..rates import parse_rate
 from ..recording.output import check_output_path, default_output_name, resolve_format
 from ..recording.run import Plan
 from ..recording.supervisor import run_recording
 from ..sampler import DEFAULT_MAX_DEPTH
 from ..target import Target, resolve_target
-from .common import add_module_argument, module_target, non_negative_int, positive_float
+from .common import add_module_argument, module_target, non_negative_int, positive_float, rate
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -43,7 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"output format: {', '.join(exporters.FORMATS)} (default: from the output's extension, else flamegraph)",
     )
     p.add_argument("--mode", choices=("cpu", "wall"), default="cpu", help="cpu (default) or wall time")
-    p.add_argument("--rate", default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
+    p.add_argument("--rate", type=rate, default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
     p.add_argument(
         "--duration",
         type=positive_float,
@@ -86,10 +85,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     """Check everything the user gave, before the program runs."""
     script, module, target_args = _split_target(args)
     fmt = resolve_format(args.format, args.output)
-    try:
-        rate_hz = parse_rate(args.rate)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    _check_format_dependencies(fmt)
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
     # A module is found in the program's process: finding it imports its
@@ -103,7 +99,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         fmt,
         os.path.abspath(output),
         args.mode,
-        rate_hz,
+        args.rate,
         args.engine,
         args.max_depth,
         args.duration,
@@ -112,6 +108,17 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
     )
+
+
+def _check_format_dependencies(fmt: str) -> None:
+    """Load what writing `fmt` needs now: an optional package found missing after the run would cost the run."""
+    if fmt == "pprof":
+        from ..exporters.pprof import PprofUnavailable, message_classes
+
+        try:
+            message_classes()
+        except PprofUnavailable as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:

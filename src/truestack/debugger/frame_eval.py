@@ -6,10 +6,15 @@ lambdas and comprehensions typed in the shell can see the locals. Afterwards
 every changed name is written back where it came from: locals into the frame
 (PyFrame_LocalsToFast before 3.13, the write-through f_locals proxy on 3.13),
 globals into the module, new names into a scratch dict kept for the session.
+
+`locals()`, `vars()` and `dir()` typed in the shell show the frame's own
+names (and the session's), as under pdb: not the shell's helpers, which live
+in the merged namespace only. `globals()` is the frame's module dict.
 """
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import sys
 import types
@@ -43,10 +48,33 @@ class FrameNamespace:
         self.loc = dict(loc)
         ns: dict[str, Any] = dict(scratch)
         ns.update(helpers)
+        shims = self._introspection()
+        ns.update(shims)
+        self.hidden = (helpers.keys() | shims.keys()) - self.glob.keys() - self.loc.keys()
         ns.update(self.glob)
         ns.update(self.loc)
         self.ns = ns
         self.before = dict(ns)
+
+    def _introspection(self) -> dict[str, Any]:
+        """`locals`, `vars`, `dir` and `globals` that see the frame, not the merged namespace."""
+
+        def frame_locals() -> dict[str, Any]:
+            if self.module_level:
+                return {n: v for n, v in self.ns.items() if n not in self.hidden}
+            seen = self.loc.keys() | self.scratch.keys()
+            return {n: v for n, v in self.ns.items() if n in seen or n not in self.before}
+
+        def frame_vars(*obj: Any) -> dict[str, Any]:
+            return builtins.vars(*obj) if obj else frame_locals()
+
+        def frame_dir(*obj: Any) -> list[str]:
+            return builtins.dir(*obj) if obj else sorted(frame_locals())
+
+        def frame_globals() -> dict[str, Any]:
+            return self.glob
+
+        return {"locals": frame_locals, "vars": frame_vars, "dir": frame_dir, "globals": frame_globals}
 
     def commit(self, ns: dict[str, Any] | None = None) -> None:
         """Write changed names back where they came from (see module docstring)."""

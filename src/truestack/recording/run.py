@@ -7,8 +7,12 @@ supervisor started) and hands the profile to a `ProfileSink`:
 - `duration`: sampling stops after that many seconds, the profile and
   summary are written at once, then the program is stopped the way py-spy
   stops the command it launched — here with SIGINT to the main thread, so
-  `finally` blocks and atexit handlers still run. Exit status 0 when that is
-  how the program ended (it ran as long as asked).
+  `finally` blocks and atexit handlers still run. Its other non-daemon
+  threads are not waited for (the process exits once the main thread and
+  atexit handlers are done), so a program whose threads never end still
+  ends. Exit status 124 when that is how the program ended (as `timeout`
+  says a command ran out of time); the program's own status when it ended
+  before the duration.
 - Ctrl-C, SIGTERM (when the program has no handler of its own) and an
   uncaught exception end the run early: the profile is still written, with
   `meta.interrupted` and a marker saying why. Exit status: 130 for Ctrl-C,
@@ -20,11 +24,15 @@ supervisor started) and hands the profile to a `ProfileSink`:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
+import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from ..api import mark
 from ..engines import EngineUnavailable
@@ -92,6 +100,9 @@ class ProfileSink(Protocol):
     def finished(self, profile: Profile) -> bool:
         """Take the finished profile; False if it could not be kept."""
         ...
+
+
+DURATION_STATUS = 124  # the program was stopped because --duration ran out
 
 
 class _Terminated(KeyboardInterrupt):
@@ -187,7 +198,7 @@ def run_in_process(plan: Plan, sink: ProfileSink) -> int:
     if sigterm_installed and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if recording.duration_hit and isinstance(exc, KeyboardInterrupt):
-        status, exc = 0, None  # we stopped it, as --duration asked
+        status, exc = DURATION_STATUS, None  # we stopped it, as --duration asked
     reason = _interruption(exc)
     if isinstance(exc, _Terminated):
         status = 143
@@ -203,8 +214,25 @@ def run_in_process(plan: Plan, sink: ProfileSink) -> int:
             if not recording.duration_hit:
                 raise
     if not recording.delivered:
-        return status or 1
+        status = status or 1
+    if recording.duration_hit and _other_threads_alive():
+        _exit_without_waiting_for_threads(status)
     return status
+
+
+def _other_threads_alive() -> bool:
+    main = threading.main_thread()
+    return any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())
+
+
+def _exit_without_waiting_for_threads(status: int) -> NoReturn:
+    """--duration stopped the program: run its atexit handlers, then end the process
+    without the interpreter's wait for non-daemon threads (which may never end)."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _run_program(recording: Recording) -> tuple[int, BaseException | None]:
@@ -212,12 +240,15 @@ def _run_program(recording: Recording) -> tuple[int, BaseException | None]:
     try:
         try:
             status, exc = run_target(recording.plan.target)
+            # The duration timer runs on while they do: it may stop them too.
+            main = threading.main_thread()
+            for thread in threading.enumerate():
+                if recording.duration_hit:
+                    break  # stopped by --duration: not waited for
+                if thread is not main and not thread.daemon and thread.is_alive():
+                    thread.join()
         finally:
             recording.mark_returned()
-        main = threading.main_thread()
-        for thread in threading.enumerate():
-            if thread is not main and not thread.daemon and thread.is_alive():
-                thread.join()
     except KeyboardInterrupt as interrupt:
         return 130, interrupt
     return status, exc
