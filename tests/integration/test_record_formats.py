@@ -7,6 +7,7 @@ import gzip
 import json
 import pstats
 import re
+from xml.etree import ElementTree
 
 import pytest
 from conftest import run_truestack
@@ -33,9 +34,10 @@ def main():
 main()
 '''
 
-FORMATS = ["flamegraph", "firefox", "speedscope", "pprof", "collapsed", "pstats", "table", "truestack"]
-EXT = {"flamegraph": "html", "firefox": "firefox.json", "speedscope": "speedscope.json", "pprof": "pb.gz",
-       "collapsed": "collapsed", "pstats": "pstats", "table": "txt", "truestack": "tsp"}
+FORMATS = ["flamegraph", "svg", "firefox", "speedscope", "pprof", "collapsed", "pstats", "table", "tree", "truestack"]
+EXT = {"flamegraph": "html", "svg": "svg", "firefox": "firefox.json", "speedscope": "speedscope.json",
+       "pprof": "pb.gz", "collapsed": "collapsed", "pstats": "pstats", "table": "txt", "tree": "tree.txt",
+       "truestack": "tsp"}
 
 
 def check_output(fmt: str, path) -> None:
@@ -45,6 +47,12 @@ def check_output(fmt: str, path) -> None:
         text = data.decode()
         assert "<html" in text.lower() and HOT in text
         assert not re.search(r"<script[^>]+src=[\"']https?:", text), "flame graph must be self-contained"
+    elif fmt == "svg":
+        root = ElementTree.fromstring(data)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}title")]
+        assert any(t.startswith(HOT) for t in titles) and root.find(".//{http://www.w3.org/2000/svg}script") is not None
+        assert b"https://" not in data and b"href" not in data, "the SVG must be self-contained"
     elif fmt == "firefox":
         doc = json.loads(data)
         assert "meta" in doc and doc["threads"]
@@ -66,6 +74,10 @@ def check_output(fmt: str, path) -> None:
     elif fmt == "table":
         text = data.decode()
         assert HOT in text and "%" in text
+    elif fmt == "tree":
+        text = data.decode()
+        assert "\x1b[" not in text  # a file: no colour
+        assert re.search(rf"^[│├└─ ]*\d+\.\d%  self \d+\.\d%  \d+\.\d+ s  {HOT}  work\.py:\d+", text, re.M), text
     elif fmt == "truestack":
         profile = load(path)
         assert profile.sample_count > 0

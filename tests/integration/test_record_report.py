@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pstats
+import re
 import struct
 
 import pytest
@@ -38,18 +39,53 @@ def saved(tmp_path_factory):
     return out
 
 
-def test_report_prints_header_and_method_table(saved):
+TREE_LINE = re.compile(r"^([│├└─ ]*)(\d+\.\d)%  self (\d+\.\d)%  (\d+\.\d{3}) s  (.*)$")
+
+
+def test_report_prints_header_and_call_tree(saved):
+    # The default view is the call tree (it was the method table, still there with --top N).
     proc = run_truestack("report", str(saved))
     assert proc.returncode == 0, proc.stderr
     assert "wall mode" in proc.stdout and "engine safepoint" in proc.stdout
     assert "requested 200 Hz" in proc.stdout
+    header, tree = proc.stdout.split("\n\n", 1)
+    rows = [TREE_LINE.match(line) for line in tree.splitlines()]
+    assert all(rows), tree
+    assert rows[0].group(1) == "" and rows[0].group(5).startswith("<module>  rep.py:")
+    hot = [r for r in rows if r.group(5).startswith("report_hot  rep.py:")]
+    assert hot and len(hot[0].group(1)) == 3, tree  # a child of <module>
+    assert "\x1b[" not in proc.stdout  # not a terminal: no colour
+    # wall mode: idle samples of sleepy() left out unless asked
+    assert "idle samples left out" in header
+    with_idle = run_truestack("report", "--include-idle", str(saved))
+    assert "sleepy  rep.py:" in with_idle.stdout
+    assert "idle samples left out" not in with_idle.stdout
+
+
+def _tree_rows(text: str) -> list[re.Match]:
+    rows = [TREE_LINE.match(line) for line in text.split("\n\n", 1)[1].splitlines()]
+    assert all(rows), text
+    return rows
+
+
+def test_report_tree_options(saved, tmp_path):
+    everything = run_truestack("report", "--include-idle", "--show-all", "--min-percent", "0", str(saved)).stdout
+    assert "sleep" in everything
+    pruned = run_truestack("report", "--include-idle", "--min-percent", "40", str(saved)).stdout
+    assert len(_tree_rows(pruned)) < len(_tree_rows(everything))
+    assert all(float(r.group(2)) >= 40 for r in _tree_rows(pruned))
+    assert "\x1b[" in run_truestack("report", "--color", "always", str(saved)).stdout
+    out = tmp_path / "t.tree.txt"
+    proc = run_truestack("report", str(saved), "--include-idle", "-o", str(out), "--min-percent", "40")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == pruned
+
+
+def test_report_top_prints_method_table(saved):
+    proc = run_truestack("report", "--top", "5", str(saved))
+    assert proc.returncode == 0, proc.stderr
     assert "report_hot" in proc.stdout
     assert "samples" in proc.stdout and "on top" in proc.stdout
-    # wall mode: idle samples of sleepy() left out unless asked
-    assert "idle samples left out" in proc.stdout
-    with_idle = run_truestack("report", "--include-idle", str(saved))
-    assert "sleepy" in with_idle.stdout
-    assert "idle samples left out" not in with_idle.stdout
 
 
 @pytest.mark.parametrize("fmt,ext", [("speedscope", "speedscope.json"), ("firefox", "firefox.json"),
@@ -114,6 +150,8 @@ def test_bad_files(saved, tmp_path):
 @pytest.mark.parametrize("args,expected", [
     (["-f", "nope"], "unknown format"),
     (["-o", "/no/such/dir/x.html"], "does not exist"),
+    (["--limit", "-1"], "--limit must not be negative"),
+    (["--min-percent", "101"], "--min-percent must be between 0 and 100"),
 ])
 def test_report_bad_options(saved, args, expected):
     proc = run_truestack("report", str(saved), *args)

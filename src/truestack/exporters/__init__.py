@@ -24,12 +24,14 @@ FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
         Format("flamegraph", "flamegraph", (".html", ".htm"), "interactive flame graph, one self-contained HTML file"),
+        Format("svg", "svg", (".svg",), "flame graph as one SVG (py-spy, flamegraph.pl): hover, click to zoom"),
         Format("firefox", "firefox", (".firefox.json", ".gecko.json"), "Firefox Profiler (profiler.firefox.com)"),
         Format("speedscope", "speedscope", (".speedscope.json",), "speedscope (speedscope.app)"),
         Format("pprof", "pprof", (".pb.gz", ".pprof"), "pprof profile.proto, gzipped"),
         Format("collapsed", "collapsed", (".collapsed", ".folded"), "collapsed stacks (flamegraph.pl, inferno)"),
         Format("pstats", "pstats_export", (".pstats", ".prof"), "pstats for snakeviz / pstats.Stats"),
         Format("table", "table", (".txt",), "text method table"),
+        Format("tree", "tree", (".tree.txt",), "call tree as indented text (pyinstrument's console view)"),
         Format("truestack", "native_format", (".tsp",), "truestack's own saved profile (for `truestack report`)"),
     )
 }
@@ -54,9 +56,10 @@ def format_for_path(path: str) -> str | None:
     return best[1] if best else None
 
 
-def export(profile: Profile, fmt: str) -> bytes:
+def export(profile: Profile, fmt: str, options: object = None) -> bytes:
+    """The profile in format `fmt`; `options` (e.g. tree.TreeOptions) go to the formats that take them."""
     if fmt not in FORMATS:
         raise UnknownFormat(f"unknown format {fmt!r} (choose from: {', '.join(FORMATS)})")
     module = importlib.import_module(f"{__name__}.{FORMATS[fmt].module}")
-    data: bytes = module.export(profile)
+    data: bytes = module.export(profile) if options is None else module.export(profile, options)
     return data

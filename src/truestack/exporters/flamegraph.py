@@ -39,11 +39,11 @@ def export(profile: Profile) -> bytes:
     parts = {
         "title": html.escape(_title(profile)),
         "header": _header_html(profile),
-        "css": _asset("flamegraph.css", "</style"),
-        "js": _asset("flamegraph.js", "</script"),
+        "css": read_asset("flamegraph.css", "</style"),
+        "js": read_asset("flamegraph.js", "</script"),
         "data": data,
     }
-    template = _asset("flamegraph.html", None)
+    template = read_asset("flamegraph.html", None)
     # One pass over the template only, so placeholder-like text inside the data stays as it is.
     page = _PLACEHOLDER.sub(lambda m: parts[m.group(1)], template)
     return page.encode("utf-8")
@@ -131,7 +131,7 @@ def build_data(profile: Profile) -> dict[str, Any]:
     }
 
 
-def _asset(name: str, forbidden: str | None) -> str:
+def read_asset(name: str, forbidden: str | None) -> str:
     text = resources.files(__package__).joinpath("assets").joinpath(name).read_text(encoding="utf-8")
     if forbidden and forbidden in text.lower():  # would end the inline element early
         raise ValueError(f"asset {name} contains {forbidden!r}")

@@ -96,10 +96,13 @@ def output_view(profile: Profile, fmt: str, function_level: bool, include_idle: 
     return view
 
 
-def export_and_write(profile: Profile, fmt: str, path: str) -> str | None:
-    """Export and write; on failure print what was lost and rescue a .tsp. Returns an error or None."""
+def export_and_write(profile: Profile, fmt: str, path: str, options: object = None) -> str | None:
+    """Export and write; on failure print what was lost and rescue a .tsp. Returns an error or None.
+
+    `options` go to the exporter (`exporters.export`); `record` passes none, so `record -f tree` uses the defaults.
+    """
     try:
-        data = exporters.export(profile, fmt)
+        data = exporters.export(profile, fmt, options)
     except Exception as exc:  # an exporter bug must not lose the profile
         problem = f"could not export the profile as {fmt}: {type(exc).__name__}: {exc}"
     else:
