@@ -41,6 +41,7 @@ One native engine can run at a time per process (the C core is global).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import threading
@@ -51,7 +52,7 @@ from typing import Any
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
-from .native_stats import sampler_notes
+from .native_stats import core_counters, sampler_notes
 
 try:
     from .. import _native
@@ -181,10 +182,8 @@ class _NativeEngine(Engine):
             pass
 
     def _unregister_thread(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never break the user's thread, even at shutdown
             _native.unregister_current()
-        except Exception:  # never break the user's thread, even at shutdown
-            pass
 
     def _install_thread_hook(self) -> None:
         # New `threading` threads register themselves as they start, through a
@@ -335,26 +334,7 @@ class _NativeEngine(Engine):
             timer=self._timer or raw["timer"],
             notes=notes,
             extra={
-                "ring_capacity": raw["ring_capacity"],
-                "ring_used": raw["ring_used"],
-                "signals": delta("signals"),
-                "late_signals": delta("late_signals"),
-                "foreign_signals": delta("foreign_signals"),
-                "overruns": delta("overruns"),
-                "wall_ticks": delta("ticks"),
-                "wall_wakeups": delta("wakeups"),
-                "faults_absorbed": delta("faults_absorbed"),
-                "settle_timeouts": delta("settle_timeouts"),
-                "abandoned_slots": delta("abandoned_slots"),
-                "handler_ns": delta("handler_ns"),
-                "remote_samples": delta("remote_samples"),
-                "remote_discarded": delta("remote_discarded"),
-                "rate_lowered": delta("rate_lowered"),
-                "timer_fallbacks": delta("timer_fallbacks"),
-                "requested_interval_ns": raw["requested_interval_ns"],
-                "effective_interval_ns": raw["interval_ns"],
-                "max_interval_ns": raw["max_interval_ns"],
-                "unsampled_threads": [self._names.get(t, f"thread-{t}") for t in raw["unsampled_tids"]],
+                **core_counters(raw, delta, self._names),
                 "threads_registered": raw["threads"],
                 "layout": raw["layout"],
                 "code_hook": raw["code_hook"],

@@ -1,5 +1,6 @@
-"""What the native core's counters mean for the user: the notes every profile
-and summary carries when sampling did not go as asked."""
+"""What the native core's counters mean for the user: the counters a profile
+keeps (`SamplerStats.extra`) and the notes every profile and summary carries
+when sampling did not go as asked."""
 
 from __future__ import annotations
 
@@ -10,6 +11,39 @@ from typing import Any
 def _rate(interval_ns: int) -> str:
     hz = 1e9 / interval_ns if interval_ns > 0 else 0.0
     return f"{hz / 1000:g} kHz" if hz >= 1000 else f"{hz:g} Hz"
+
+
+_DELTAS = {  # extra key -> core counter, counted since the engine started
+    "signals": "signals",
+    "late_signals": "late_signals",
+    "foreign_signals": "foreign_signals",
+    "overruns": "overruns",
+    "wall_ticks": "ticks",
+    "wall_wakeups": "wakeups",
+    "faults_absorbed": "faults_absorbed",
+    "settle_timeouts": "settle_timeouts",
+    "abandoned_slots": "abandoned_slots",
+    "handler_ns": "handler_ns",
+    "handler_reinstalls": "handler_reinstalls",
+    "remote_samples": "remote_samples",
+    "remote_discarded": "remote_discarded",
+    "rate_lowered": "rate_lowered",
+    "timer_fallbacks": "timer_fallbacks",
+}
+
+
+def core_counters(raw: Mapping[str, Any], delta: Callable[[str], int], names: Mapping[int, str]) -> dict[str, Any]:
+    """The core's counters for the profile's `SamplerStats.extra`."""
+    return {
+        "ring_capacity": raw["ring_capacity"],
+        "ring_used": raw["ring_used"],
+        **{key: delta(counter) for key, counter in _DELTAS.items()},
+        "signal_delivery_ns": raw["delivery_ns"],
+        "requested_interval_ns": raw["requested_interval_ns"],
+        "effective_interval_ns": raw["interval_ns"],
+        "max_interval_ns": raw["max_interval_ns"],
+        "unsampled_threads": [names.get(t, f"thread-{t}") for t in raw["unsampled_tids"]],
+    }
 
 
 def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Mapping[int, str]) -> list[str]:
