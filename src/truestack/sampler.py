@@ -95,6 +95,11 @@ class Sampler:
         return self._running
 
     @property
+    def fallback_notes(self) -> list[str]:
+        """Why the engine asked for is not the one running (empty when it is)."""
+        return list(self._notes)
+
+    @property
     def engine_name(self) -> str:
         return self._engine.name if self._engine is not None else "not started"
 

@@ -59,3 +59,19 @@ def test_flamegraph_header_carries_the_facts():
     page = export(make_profile(), "flamegraph").decode()
     for label in ("engine", "mode", "rate", "dropped", "partial"):
         assert f'data-key="{label}">{EXPECTED[label]}<' in page
+
+
+def test_summary_explains_the_sample_counts():
+    from truestack.model.facts import header_lines
+
+    profile = make_profile()
+    text = "\n".join(header_lines(profile))
+    # Per thread, largest first.
+    assert "per thread: MainThread 8, worker-ü 4" in text, text
+    # cpu mode: the CPU time the samples stand for, and what it means at the rate.
+    cpu_s = profile.total_weight_ns / 1e9
+    assert f"cpu mode samples CPU time, not wall time: {cpu_s:.2f} s of CPU at 100 Hz" in text, text
+    assert f"≈ {round(cpu_s * 100):,} samples" in text, text
+    assert "2 samples dropped: no room in the sample ring" in text, text
+    profile.meta.mode = "wall"
+    assert "wall mode samples every thread every 10 ms" in "\n".join(header_lines(profile))

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 from ..errors import UsageError
 
-SUBCOMMANDS = ("record", "report", "validate", "debug")
+SUBCOMMANDS = ("record", "report", "validate", "debug", "check")
 
 
 class _Parser(argparse.ArgumentParser):

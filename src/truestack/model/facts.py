@@ -104,6 +104,7 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         f"  samples: {taken} taken, {stats.dropped if stats else 0} dropped, "
         f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else "")
     )
+    lines.extend(count_explanations(profile, requested, stats.dropped if stats else 0))
     in_profile = profile.sample_count if shown_samples is None else shown_samples
     if in_profile != taken:
         lines.append(f"  samples in this output: {in_profile}")
@@ -115,4 +116,25 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         lines.append(f"  note: {note}")
     if meta.interrupted:
         lines.append(f"  INTERRUPTED: {meta.interrupted} — the profile covers the run up to that point")
+    return lines
+
+
+def count_explanations(profile: Profile, rate: float | None, dropped: int) -> list[str]:
+    """What a user comparing sample counts needs: per thread, and why cpu mode takes fewer."""
+    lines = []
+    threads = sorted(profile.threads.values(), key=lambda t: -len(t))
+    if len(threads) > 1:
+        shown = ", ".join(f"{t.name} {len(t):,}" for t in threads[:6])
+        lines.append(f"  per thread: {shown}" + (f" (+{len(threads) - 6} more)" if len(threads) > 6 else ""))
+    mode = profile.meta.mode_used
+    if mode == "cpu" and rate:
+        cpu_s = profile.total_weight_ns / 1e9  # cpu mode: each sample weighs its thread's CPU time
+        lines.append(
+            f"  cpu mode samples CPU time, not wall time: {cpu_s:.2f} s of CPU at {format_rate(rate)} "
+            f"≈ {round(cpu_s * rate):,} samples (threads that wait are not sampled; wall mode samples them)"
+        )
+    elif mode == "wall" and rate:
+        lines.append(f"  wall mode samples every thread every {1000 / rate:g} ms, running or waiting")
+    if dropped:
+        lines.append(f"  {dropped} samples dropped: no room in the sample ring (the collector fell behind)")
     return lines

@@ -141,6 +141,8 @@ class Recording:
             self.session.start()
         except EngineUnavailable as exc:
             raise UsageError(str(exc)) from None
+        for note in self.session.sampler.fallback_notes:  # said before the program runs, not only at the end
+            sys.stderr.write(f"truestack: WARNING: {note}; run `truestack check` for details\n")
         self._sink.started(self.session)
         if self.plan.duration:
             self._timer = threading.Timer(self.plan.duration, self._duration_up)
