@@ -122,6 +122,10 @@ class Sampler:
         return stats
 
     # -- collector -------------------------------------------------------
+    def collect_now(self) -> None:
+        """Hand what the engine holds to the consumer now (serialised with the collector thread)."""
+        self._collect_once()
+
     def _collect_loop(self) -> None:
         while not self._stopping.wait(self._drain_interval):
             self._collect_once()

@@ -37,6 +37,14 @@ class ProfileSession:
 
     Can be entered more than once in sequence (the decorator does): samples
     and markers of every run accumulate in the same Profile.
+
+    Nesting: a session started while another one samples (`truestack.profile()`
+    in a program run under `truestack record`, or one block inside another)
+    does not start a second sampler (the native core samples once per process).
+    It rides on the running session: it gets that session's samples from its
+    start to its stop, in its own Profile (its own output), with the outer
+    session's mode and rate, which its notes state; the outer session goes on
+    unaffected and keeps those samples too.
     """
 
     def __init__(
@@ -64,6 +72,9 @@ class ProfileSession:
         )
         self._starts = 0
         self._lock = threading.Lock()
+        self._riders: tuple[ProfileSession, ...] = ()  # nested sessions fed from this one
+        self._host: ProfileSession | None = None  # the session this one rides on while started
+        self._window = (0, 1 << 63)  # monotonic ns: the samples a rider keeps
         # Called on the collector thread after each batch reached the profile (the record child streams it).
         self.after_batch: Callable[[], None] | None = None
 
@@ -71,7 +82,10 @@ class ProfileSession:
         # The same stacks recur sample after sample: decide once per stack.
         kept = self._kept
         out = []
+        first, last = self._window
         for sample in batch:
+            if not first <= sample.time_ns <= last:  # a rider's batch straddles its start or stop
+                continue
             frames = kept.get(sample.frames, _UNSEEN)
             if frames is _UNSEEN:
                 frames = None if _in_sampler(sample.frames) else sample.frames
@@ -86,6 +100,8 @@ class ProfileSession:
         self.profile.add_samples(out)
         if self.after_batch is not None:
             self.after_batch()
+        for rider in self._riders:
+            rider._on_samples(list(out))
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> ProfileSession:
@@ -95,7 +111,15 @@ class ProfileSession:
                 # (decorator calls) are later on the same clock.
                 self.profile.meta.start_time_unix_ns = time.time_ns()
                 self.profile.meta.start_monotonic_ns = time.monotonic_ns()
-            self.sampler.start()
+            with _active_lock:
+                host = next((s for s in reversed(_active) if s.running and s._host is None), None)
+            if host is not None:
+                self._host = host
+                self._window = (time.monotonic_ns(), 1 << 63)
+                host._riders = (*host._riders, self)
+            else:
+                self._window = (0, 1 << 63)
+                self.sampler.start()
             self._starts += 1
         with _active_lock:
             _active.append(self)
@@ -106,13 +130,27 @@ class ProfileSession:
             if self in _active:
                 _active.remove(self)
         with self._lock:
-            stats = self.sampler.stop()
+            host = self._host
+            if host is not None:
+                self._window = (self._window[0], time.monotonic_ns())
+                host.sampler.collect_now()  # everything sampled until now reaches this session too
+                host._riders = tuple(r for r in host._riders if r is not self)
+                self._host = None
+                stats = host.sampler.stats()
+                stats.samples = self.profile.sample_count  # this session's share; the rest is the host's run
+                stats.notes = [
+                    *stats.notes,
+                    f"nested in a running session: sampled by it ({stats.mode} mode, "
+                    f"{stats.requested_rate_hz:g} Hz), from this session's start to its stop",
+                ]
+            else:
+                stats = self.sampler.stop()
             self.record_stats(stats)
         return self.profile
 
     @property
     def running(self) -> bool:
-        return self.sampler.running
+        return self._host is not None or self.sampler.running
 
     @property
     def stats(self) -> SamplerStats:
