@@ -27,6 +27,7 @@
 
 #define TS_BUDGET_PERIOD_NS 25000000LL
 #define TS_BUDGET_SHARE_PCT 25
+#define TS_BUDGET_FLOOR_PCT 10          /* of one CPU: below it, the rate is never lowered */
 #define TS_MAX_INTERVAL_NS  100000000LL /* the budget never lowers the rate below 10 Hz */
 
 static pthread_t ctl_thread;
@@ -114,11 +115,12 @@ static void budget_check(ts_budget_mark *prev, int64_t now) {
     int64_t cost =
         (cur.handler - prev->handler) + (cur.signals - prev->signals) * ts_delivery_ns + (cur.self - prev->self);
     /* Over budget: more than a quarter of the process's CPU time, and more
-     * than 2.5 % of one CPU (below that even an idle program pays too little
-     * to matter, and its sampling cost is most of its CPU time). */
+     * than TS_BUDGET_FLOOR_PCT of one CPU. The floor is for mostly idle
+     * programs, whose sampling cost (the walks of blocked threads in wall
+     * mode) is most of their CPU time yet too little to matter. */
     int64_t proc = cur.proc - prev->proc, wall = cur.at - prev->at;
-    int over = cost * 100 > proc * TS_BUDGET_SHARE_PCT && cost * 1000 > wall * TS_BUDGET_SHARE_PCT;
-    cur.calm = cost * 400 < proc * TS_BUDGET_SHARE_PCT || cost * 4000 < wall * TS_BUDGET_SHARE_PCT ? prev->calm + 1 : 0;
+    int over = cost * 100 > proc * TS_BUDGET_SHARE_PCT && cost * 100 > wall * TS_BUDGET_FLOOR_PCT;
+    cur.calm = cost * 400 < proc * TS_BUDGET_SHARE_PCT || cost * 400 < wall * TS_BUDGET_FLOOR_PCT ? prev->calm + 1 : 0;
     *prev = cur;
     int64_t interval = atomic_load(&ts_interval_ns), next = interval;
     if (over && interval < TS_MAX_INTERVAL_NS) {

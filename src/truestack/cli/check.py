@@ -55,7 +55,8 @@ def _measure(mode: str) -> tuple[str, float]:
     finally:
         engine.stop()
         engine.drain()
-    interval = int(stats.extra.get("effective_interval_ns") or 0)
+    interval = stats.extra.get("effective_interval_ns")
+    interval = interval if isinstance(interval, int) else 0
     return stats.timer, (1e9 / interval if interval else 0.0)
 
 
