@@ -188,3 +188,24 @@ def test_sigint_at_the_maximum_rate_ends_the_recording_within_a_second(tmp_path)
     assert profile.sample_count > 0
     assert "rate lowered" in " ".join(profile.meta.sampler_stats.notes), profile.meta.sampler_stats.notes
     assert ended_after < 3, ended_after  # 1 s plus a loaded machine's scheduling
+
+
+@pytest.mark.parametrize("how", [
+    "subprocess.run([sys.executable, '-c', 'pass'])",
+    "multiprocessing.Process(target=print).start()",
+])
+def test_python_children_are_named_as_not_followed(tmp_path, how):
+    proc = start(tmp_path, f"import multiprocessing, subprocess, sys\nif __name__ == '__main__':\n    {how}\n")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "started 1 Python child process" in err, err
+    assert "record does not follow children yet" in err, err
+    notes = load(tmp_path / "out.tsp").meta.sampler_stats.notes
+    assert any("does not follow children" in n for n in notes), notes
+
+
+def test_no_child_hint_for_other_programs(tmp_path):
+    proc = start(tmp_path, "import subprocess\nsubprocess.run(['true'])\n")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "child process" not in err, err

@@ -19,6 +19,7 @@ from ..model import Profile
 from ..model.stream import ProfileStreamWriter
 from ..session import ProfileSession
 from ..target import resolve_target
+from .children import ChildWatch
 from .run import Plan, run_in_process
 
 PLAN_ENV = "TRUESTACK_RECORD_PLAN"
@@ -28,9 +29,10 @@ FD_ENV = "TRUESTACK_RECORD_FD"
 class StreamSink:
     """Streams the session's profile to the recorder as it grows, and once more at the end."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: BinaryIO, children: ChildWatch | None = None) -> None:
         self._out = out
         self._writer: ProfileStreamWriter | None = None
+        self._children = children
 
     def started(self, session: ProfileSession) -> None:
         writer = ProfileStreamWriter(self._out, session.profile)
@@ -46,6 +48,10 @@ class StreamSink:
     def finished(self, profile: Profile) -> bool:
         if self._writer is None:
             return False
+        note = self._children.note() if self._children else None
+        stats = profile.meta.sampler_stats
+        if note and stats is not None and note not in stats.notes:
+            stats.notes.append(note)
         self._writer.flush(end=True)
         return not self._writer.broken
 
@@ -61,8 +67,10 @@ def main() -> None:
             target.name if target.kind == "module" else None,
             target.args,
         )
+        children = ChildWatch()
+        children.install()
         with os.fdopen(fd, "wb", buffering=0) as out:
-            status = run_in_process(plan, StreamSink(out))
+            status = run_in_process(plan, StreamSink(out, children))
     except UsageError as exc:
         sys.stderr.write(f"truestack: error: {exc}\n")
         sys.exit(2)

@@ -1,0 +1,57 @@
+"""Notices the Python processes a recorded program starts: `record` does not
+follow them yet, and the user should hear that their time is not in the
+profile rather than wonder where it went."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+_PYTHON = re.compile(r"python[\d.]*$")
+
+
+def _is_python(path: Any) -> bool:
+    try:
+        name = os.path.basename(os.fsdecode(path))
+    except TypeError:
+        return False
+    return bool(_PYTHON.match(name)) or os.fsdecode(path) == sys.executable
+
+
+class ChildWatch:
+    """An audit hook (it cannot be removed, and costs one string compare per event)."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, int] = {}  # how -> count
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "os.fork":  # multiprocessing's default on Linux, or os.fork() itself
+            how = "fork"
+        elif event == "subprocess.Popen":
+            executable, argv = args[0], args[1]
+            first = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
+            if not (_is_python(executable) if executable else _is_python(first)):
+                return
+            how = "subprocess"
+        elif event in ("os.exec", "os.posix_spawn", "os.spawn"):
+            if not _is_python(args[1] if event == "os.spawn" else args[0]):
+                return
+            how = event.split(".")[1]
+        else:
+            return
+        self.started[how] = self.started.get(how, 0) + 1
+
+    def note(self) -> str | None:
+        if not self.started:
+            return None
+        total = sum(self.started.values())
+        how = ", ".join(f"{k} {v}" for k, v in sorted(self.started.items()))
+        return (
+            f"the program started {total} Python child process{'es' if total > 1 else ''} ({how}): "
+            "record does not follow children yet, so their time is not in this profile"
+        )
