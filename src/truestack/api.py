@@ -2,7 +2,7 @@
 
     with truestack.profile(mode="wall", rate="1k") as p:
         work()
-    p.save("work.html")            # format from the extension; .tsp otherwise
+    p.save("work.html")            # format from the extension (or format=...), as `record -o`
 
     @truestack.profile(output="fib.html")
     def fib(n): ...
@@ -57,6 +57,10 @@ class _Profiled:
     """`truestack.profile(...)`: a ProfileSession context manager that is also a decorator."""
 
     def __init__(self, output: str | os.PathLike[str] | None = None, **options: Any) -> None:
+        if output is not None:  # a name that says no format fails now, not after the run
+            from .exporters import output_format
+
+            output_format(os.fspath(output))
         self._options = options
         self.output = output
         self.session: ProfileSession | None = None

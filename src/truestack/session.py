@@ -172,13 +172,14 @@ class ProfileSession:
 
     # -- results ---------------------------------------------------------
     def save(self, path: str | os.PathLike[str], format: str | None = None) -> str:
-        """Write the profile; the format follows the extension, else truestack's own (.tsp).
+        """Write the profile in `format`, else the one its extension names (as `record -o`
+        does); an extension that names none is a ValueError (`exporters.UnknownFormat`).
 
         Returns the format written.
         """
         from . import exporters
 
-        fmt = format or exporters.format_for_path(os.fspath(path)) or "truestack"
+        fmt = exporters.output_format(os.fspath(path), format)
         write_atomic(path, exporters.export(self.profile, fmt))
         return fmt
 

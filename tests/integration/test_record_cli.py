@@ -339,3 +339,24 @@ def test_missing_output_dependency_is_reported_before_the_program_runs(tmp_path,
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("truestack: error:") and "protobuf" in lines[0], proc.stderr
     assert not ran.exists(), "the program must not run when its profile could not be written"
+
+
+@pytest.mark.parametrize("name,expected", [("p.json", "speedscope"), ("p.svg", "svg"), ("p.folded", "collapsed"),
+                                           ("p.prof", "pstats"), ("p.tsp", "truestack")])
+def test_output_format_follows_the_extension(tmp_path, name, expected):
+    script = tmp_path / "prog.py"
+    script.write_text("sum(range(1000))\n")
+    proc = record("-o", str(tmp_path / name), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"({expected})" in proc.stderr.splitlines()[-1], proc.stderr
+
+
+@pytest.mark.parametrize("name", ["p.pb", "p.out", "profile"])
+def test_an_extension_that_names_no_format_is_a_one_line_error_before_the_run(tmp_path, name):
+    script = tmp_path / "prog.py"
+    script.write_text("open('ran', 'w').close()\n")
+    proc = record("-o", str(tmp_path / name), str(script), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "cannot tell the format" in proc.stderr, proc.stderr
+    assert ".json" in proc.stderr and ".pb.gz" in proc.stderr  # names what it accepts
+    assert not (tmp_path / "ran").exists()

@@ -239,7 +239,9 @@ def test_wall_mode_does_not_signal_a_blocked_thread(call):
     if call == "input()":
         return  # the line arrives whenever the test sends it: the samples below are what count
     assert out["waited"] > 0.45, out  # not woken by our signals
-    assert out["remote"] > 100, out  # sampled all along, from the control thread
+    # Sampled all along, from the control thread (fewer rounds than ticks when a
+    # busy machine delays it: one round then accounts for all the ticks missed).
+    assert out["remote"] > 50, out
     # The wait's wall time is in the profile as idle time, as accurately as before.
     assert 0.6 * out["waited"] * 1000 < out["idle_ms"] < 1.5 * out["waited"] * 1000 + 50, out
 
@@ -263,7 +265,7 @@ def test_input_is_sampled_without_signals():
     assert proc.returncode == 0, out_text[-3000:]
     out = json.loads(out_text.strip().splitlines()[-1])
     assert out["line"] == "hello", out
-    assert out["remote"] > 100, out
+    assert out["remote"] > 50, out
     assert out["signals"] <= 2, out  # at most the ticks while it returned from input()
 
 

@@ -11,6 +11,7 @@ from conftest import truestack_env
 
 import truestack
 from truestack import api
+from truestack.exporters import UnknownFormat
 from truestack.model import Profile, load
 
 META_KEYS = {"command", "python_version", "truestack_version", "start_time_unix_ns", "start_monotonic_ns",
@@ -53,8 +54,14 @@ def test_save_follows_extension(tmp_path):
         spin_api_test(0.3)
     assert p.save(tmp_path / "run.tsp") == "truestack"
     assert load(tmp_path / "run.tsp").sample_count == p.profile.sample_count
-    assert p.save(tmp_path / "noext") == "truestack"
+    # One rule with `record -o`: a name whose extension says no format is an error, not a guess.
+    with pytest.raises(UnknownFormat, match="cannot tell the format of .*noext"):
+        p.save(tmp_path / "noext")
+    assert p.save(tmp_path / "noext", format="truestack") == "truestack"
     assert load(tmp_path / "noext").sample_count == p.profile.sample_count
+    assert p.save(tmp_path / "run.json") == "speedscope"
+    with pytest.raises(UnknownFormat):
+        truestack.profile(output=tmp_path / "run.pb")  # before the block runs
     assert p.save(tmp_path / "run.collapsed") == "collapsed"
     assert "spin_api_test" in (tmp_path / "run.collapsed").read_text()
 

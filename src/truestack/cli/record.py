@@ -84,6 +84,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check everything the user gave, before the program runs."""
     script, module, target_args = _split_target(args)
+    if args.output:
+        check_output_path(args.output)  # a directory or unwritable place first: that is the user's real mistake
     fmt = resolve_format(args.format, args.output)
     _check_format_dependencies(fmt)
     if args.max_depth < 1:

@@ -71,9 +71,9 @@ def load_profile(path: str) -> Profile:
 
 def run(args: argparse.Namespace) -> int:
     converting = args.format is not None or args.output is not None
-    fmt = resolve_format(args.format, args.output) if converting else None
     if args.output:
         check_output_path(args.output)
+    fmt = resolve_format(args.format, args.output) if converting else None
     if args.top is not None and args.top < 0:
         raise UsageError("--top must not be negative")
     if args.limit is not None and args.limit < 0:

@@ -26,7 +26,8 @@ FORMATS: dict[str, Format] = {
         Format("flamegraph", "flamegraph", (".html", ".htm"), "interactive flame graph, one self-contained HTML file"),
         Format("svg", "svg", (".svg",), "flame graph as one SVG (py-spy, flamegraph.pl): hover, click to zoom"),
         Format("firefox", "firefox", (".firefox.json", ".gecko.json"), "Firefox Profiler (profiler.firefox.com)"),
-        Format("speedscope", "speedscope", (".speedscope.json",), "speedscope (speedscope.app)"),
+        # Plain `.json` is speedscope's: the JSON format most viewers open (Firefox's needs its own extension).
+        Format("speedscope", "speedscope", (".speedscope.json", ".json"), "speedscope (speedscope.app)"),
         Format("pprof", "pprof", (".pb.gz", ".pprof"), "pprof profile.proto, gzipped"),
         Format("collapsed", "collapsed", (".collapsed", ".folded"), "collapsed stacks (flamegraph.pl, inferno)"),
         Format("pstats", "pstats_export", (".pstats", ".prof"), "pstats for snakeviz / pstats.Stats"),
@@ -43,6 +44,20 @@ class UnknownFormat(ValueError):
 
 def format_names() -> list[str]:
     return list(FORMATS)
+
+
+def output_format(path: str, fmt: str | None = None) -> str:
+    """The one rule of the CLI and the API: `fmt` if given, else the format the
+    file name's extension implies; anything else is an UnknownFormat error."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise UnknownFormat(f"unknown format {fmt!r} (choose from: {', '.join(FORMATS)})")
+        return fmt
+    found = format_for_path(path)
+    if found is None:
+        known = ", ".join(ext for f in FORMATS.values() for ext in f.extensions)
+        raise UnknownFormat(f"cannot tell the format of {path!r} from its extension (known: {known}); give one with -f")
+    return found
 
 
 def format_for_path(path: str) -> str | None:

@@ -25,12 +25,12 @@ DEFAULT_FORMAT = "flamegraph"
 
 
 def resolve_format(fmt: str | None, output: str | None) -> str:
-    """The format to write: `-f` if given, else the output's extension, else the flame graph."""
-    if fmt is not None:
-        if fmt not in exporters.FORMATS:
-            raise UsageError(f"unknown format {fmt!r} (choose from: {', '.join(exporters.FORMATS)})")
-    else:
-        fmt = (exporters.format_for_path(output) if output else None) or DEFAULT_FORMAT
+    """The format to write: `-f` if given, else the output's extension (`exporters.output_format`,
+    the rule `save()` follows too), else (no output named) the flame graph."""
+    try:
+        fmt = exporters.output_format(output, fmt) if output or fmt else DEFAULT_FORMAT
+    except exporters.UnknownFormat as exc:
+        raise UsageError(str(exc)) from None
     module = f"{exporters.__name__}.{exporters.FORMATS[fmt].module}"
     if importlib.util.find_spec(module) is None:
         raise UsageError(f"format {fmt!r} is not available in this installation of truestack")
