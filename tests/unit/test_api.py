@@ -55,7 +55,7 @@ def test_save_follows_extension(tmp_path):
     assert p.save(tmp_path / "run.tsp") == "truestack"
     assert load(tmp_path / "run.tsp").sample_count == p.profile.sample_count
     # One rule with `record -o`: a name whose extension says no format is an error, not a guess.
-    with pytest.raises(UnknownFormat, match="cannot tell the format of .*noext"):
+    with pytest.raises(UnknownFormat, match=r"cannot tell the format of .*noext"):
         p.save(tmp_path / "noext")
     assert p.save(tmp_path / "noext", format="truestack") == "truestack"
     assert load(tmp_path / "noext").sample_count == p.profile.sample_count
