@@ -135,7 +135,17 @@ TS_SIGNAL_SAFE int ts_safeload_ensure(void) {
      * replaced ours: sigaction() is async-signal-safe, so put ours back on
      * top right here rather than leave samples unwalked until the next drain. */
     if (ts_safeload_guarded()) return 1;
-    return reinstall() > 0 && ts_safeload_guarded();
+    for (int spins = 0; spins < 4096; spins++) {
+        int rc = reinstall();
+        if (rc != 0) return rc > 0 && ts_safeload_guarded();
+            /* Another thread is installing it (its handler or a drain): a few
+         * sigaction calls, unless that thread was preempted. Bounded. */
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+        if (ts_safeload_guarded()) return 1;
+    }
+    return 0;
 }
 
 int ts_safeload_install(void) {
