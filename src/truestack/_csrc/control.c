@@ -61,13 +61,7 @@ static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
 }
 
 static void wall_tick(uint64_t k, int64_t interval) {
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    info.si_signo = SIGPROF;
-    info.si_code = SI_QUEUE;
-    info.si_pid = ts_pid;
-    info.si_uid = getuid();
-    info.si_value.sival_ptr = TS_COOKIE;
+    siginfo_t info = ts_own_siginfo();
     atomic_fetch_add_explicit(&ts_C.ticks, k, memory_order_relaxed);
     atomic_fetch_add_explicit(&ts_C.wakeups, 1, memory_order_relaxed);
     pthread_mutex_lock(&ts_reg_lock);

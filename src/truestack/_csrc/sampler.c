@@ -58,6 +58,17 @@ TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+siginfo_t ts_own_siginfo(void) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    info.si_signo = SIGPROF;
+    info.si_code = SI_QUEUE;
+    info.si_pid = ts_pid;
+    info.si_uid = getuid();
+    info.si_value.sival_ptr = TS_COOKIE;
+    return info;
+}
+
 int ts_tid_is_ours(int tid) { return tid > 0 && syscall(SYS_tgkill, ts_pid, tid, 0) == 0; }
 
 TS_SIGNAL_SAFE static ts_thread *find_thread(int tid) {
@@ -234,13 +245,7 @@ static int install_handler(void) {
 static void calibrate_delivery(void) {
     static int done;
     if (done) return;
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    info.si_signo = SIGPROF;
-    info.si_code = SI_QUEUE;
-    info.si_pid = ts_pid;
-    info.si_uid = getuid();
-    info.si_value.sival_ptr = TS_COOKIE;
+    siginfo_t info = ts_own_siginfo();
     int self = (int)syscall(SYS_gettid), n = 64;
     atomic_store(&calibrating, 1);
     int64_t best = -1;

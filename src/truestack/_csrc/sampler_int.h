@@ -7,6 +7,7 @@
 #include "sampler.h"
 #include "walker.h"
 #include <pthread.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -53,6 +54,9 @@ static inline clockid_t ts_thread_cpu_clock(int tid) {
      * can read or arm another thread's CPU clock by tid. */
     return (clockid_t)((~(unsigned)tid << 3) | 6);
 }
+
+/* The siginfo of our own SIGPROF sent with rt_tgsigqueueinfo (is_ours() knows it). */
+siginfo_t ts_own_siginfo(void);
 
 /* Is tid a live thread of this process? (tgkill with signal 0 checks both.) */
 int ts_tid_is_ours(int tid);
