@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from _thread import get_ident
 from typing import Any
 
 _PYTHON = re.compile(r"python[\d.]*$")
@@ -25,6 +26,7 @@ class ChildWatch:
 
     def __init__(self) -> None:
         self.started: dict[str, int] = {}  # how -> count
+        self._popen_threads: set[int] = set()  # a Popen here is about to spawn or exec: one child, not two
 
     def install(self) -> None:
         sys.addaudithook(self._hook)
@@ -37,8 +39,12 @@ class ChildWatch:
             first = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
             if not (_is_python(executable) if executable else _is_python(first)):
                 return
+            self._popen_threads.add(get_ident())  # 3.13's Popen then raises os.posix_spawn for the same child
             how = "subprocess"
         elif event in ("os.exec", "os.posix_spawn", "os.spawn"):
+            if get_ident() in self._popen_threads:
+                self._popen_threads.discard(get_ident())
+                return
             if not _is_python(args[1] if event == "os.spawn" else args[0]):
                 return
             how = event.split(".")[1]

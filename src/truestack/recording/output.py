@@ -28,7 +28,7 @@ def resolve_format(fmt: str | None, output: str | None) -> str:
     """The format to write: `-f` if given, else the output's extension (`exporters.output_format`,
     the rule `save()` follows too), else (no output named) the flame graph."""
     try:
-        fmt = exporters.output_format(output, fmt) if output or fmt else DEFAULT_FORMAT
+        fmt = exporters.output_format(output or "", fmt) if output or fmt else DEFAULT_FORMAT
     except exporters.UnknownFormat as exc:
         raise UsageError(str(exc)) from None
     module = f"{exporters.__name__}.{exporters.FORMATS[fmt].module}"
