@@ -326,14 +326,14 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
     }
     uint64_t used = atomic_load(&ts_R.head) - ts_R.tail;
     PyObject *d =
-        Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsNsKsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples),
+        Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsNsKsKsssssisssisisi}", "signals", C(signals), "samples", C(samples),
                       "dropped", C(dropped), "foreign_signals", C(foreign), "late_signals", C(late), "overruns",
                       C(overruns), "ticks", C(ticks), "wakeups", C(wakeups), "weight_ns", C(weight_ns),
                       "faults_absorbed", (unsigned long long)atomic_load(&ts_faults_absorbed), "partial", partial,
-                      "settle_timeouts", C(settle_timeouts), "ring_capacity", (unsigned long long)ts_R.capacity,
-                      "ring_used", (unsigned long long)used, "timer", ts_timer_name(ts_sampler_timer()), "layout",
-                      ts_L.source, "layout_mismatches", ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(),
-                      "threads", ts_thread_count(), "active", ts_sampler_active(), "forked_child", ts_forked_child);
+                      "ring_capacity", (unsigned long long)ts_R.capacity, "ring_used", (unsigned long long)used,
+                      "timer", ts_timer_name(ts_sampler_timer()), "layout", ts_L.source, "layout_mismatches",
+                      ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(),
+                      "active", ts_sampler_active(), "forked_child", ts_forked_child);
     PyObject *more = Py_BuildValue(
         "{sKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls", (unsigned long long)atomic_load(&ts_handler_reinstalls),
         "delivery_ns", (long long)ts_delivery_ns, "handler_ns", C(handler_ns), "remote_samples", C(remote_samples),

@@ -11,7 +11,6 @@ typedef struct {
     _Atomic uint64_t signals, samples, dropped, foreign, late, overruns, ticks, wakeups;
     _Atomic uint64_t weight_ns; /* sum of sample weights */
     _Atomic uint64_t partial[TS_NREASONS];
-    _Atomic uint64_t settle_timeouts;  /* destroy hook gave up waiting on a slot */
     _Atomic uint64_t handler_ns;       /* time spent inside our SIGPROF handler */
     _Atomic uint64_t remote_samples;   /* wall: blocked threads walked by the control thread */
     _Atomic uint64_t remote_discarded; /* ... whose walk was dropped because the thread ran meanwhile */

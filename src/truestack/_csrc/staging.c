@@ -103,9 +103,7 @@ static void settle(PyObject *code) {
     if (!ts_R.mem || atomic_load_explicit(&ts_R.head, memory_order_acquire) == ts_R.tail) return;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    uint64_t before = ts_R.tail;
-    ts_fold(code, 1);
-    if (atomic_load(&ts_R.head) != ts_R.tail && ts_R.tail == before) atomic_fetch_add(&ts_C.settle_timeouts, 1);
+    ts_fold(code, 1); /* a stuck slot is abandoned after 2 ms (ts_ring_abandoned) */
     PyErr_Restore(et, ev, tb);
 }
 

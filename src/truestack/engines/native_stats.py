@@ -21,7 +21,6 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "wall_ticks": "ticks",
     "wall_wakeups": "wakeups",
     "faults_absorbed": "faults_absorbed",
-    "settle_timeouts": "settle_timeouts",
     "abandoned_slots": "abandoned_slots",
     "handler_ns": "handler_ns",
     "handler_reinstalls": "handler_reinstalls",
