@@ -178,7 +178,7 @@ def test_the_maximum_rate_finishes_saves_and_says_it_was_lowered(tmp_path, mode)
 def test_sigint_at_the_maximum_rate_ends_the_recording_within_a_second(tmp_path):
     proc = start(tmp_path, "print('ready', flush=True)\nspin(120)\n", "--rate", "100000", engine="native")
     assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)
+    time.sleep(1.5)  # the budget settles and a few drains stream samples, even on a loaded machine
     asked = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
