@@ -4,13 +4,20 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
-from .samples import Frame, Sample, SamplerStats
+    from .samples import Frame as Frame
+    from .samples import Sample as Sample
+    from .samples import SamplerStats as SamplerStats
 
 # Loaded on first use so `import truestack` (and the CLI) stays cheap and does
 # not pull in the sampler before the target program runs.
 _LAZY = {
+    "Frame": ("samples", "Frame"),
+    "Sample": ("samples", "Sample"),
+    "SamplerStats": ("samples", "SamplerStats"),
     "Sampler": ("sampler", "Sampler"),
     "Profile": ("model", "Profile"),
     "load": ("model", "load"),
@@ -21,7 +28,7 @@ _LAZY = {
     "span": ("api", "span"),
 }
 
-__all__ = ["Frame", "Sample", "SamplerStats", *_LAZY]
+__all__ = [*_LAZY]
 
 
 def __getattr__(name: str) -> Any:

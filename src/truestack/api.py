@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .model import Marker, Profile
-from .sampler import DEFAULT_MAX_DEPTH
 from .session import ProfileSession, active_sessions
+from .settings import DEFAULT_MAX_DEPTH
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
@@ -19,6 +18,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with open(full, "wb") as fh:
             fh.write(data)
         return
+    import tempfile  # here: its import (shutil, random, bz2, lzma) is start-up time for every caller
+
     fd, tmp = tempfile.mkstemp(prefix=".truestack-", suffix=".tmp", dir=os.path.dirname(full))
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterator
 from .engines import Engine, create_engine
 from .rates import parse_rate
 from .samples import Sample, SamplerStats
+from .settings import DEFAULT_MAX_DEPTH
 
 SampleSink = Callable[[list[Sample]], None]
-
-DEFAULT_MAX_DEPTH = 128
 
 
 class Sampler:

@@ -8,8 +8,9 @@ matter how many samples contain it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import NamedTuple
+
+from .records import Record
 
 
 class FrameKind(str, enum.Enum):
@@ -44,37 +45,89 @@ STATE_IDLE = "idle"  # sleeping or blocked when sampled
 STATE_UNKNOWN = "unknown"  # sampled in wall mode, kernel state not read
 
 
-@dataclass(slots=True)
-class Sample:
+class Sample(Record):
     """One stack sample of one thread."""
 
-    thread_id: int  # native thread id (gettid)
-    thread_name: str
-    time_ns: int  # same clock as time.monotonic_ns()
-    weight_ns: int  # CPU ns in cpu mode, the sampling interval in wall mode
-    frames: tuple[Frame, ...]  # outermost (root) first, leaf last
-    cpu_delta_ns: int = 0  # thread CPU time consumed since its previous sample, if known
-    state: str = STATE_UNKNOWN
-    depth: int = 0  # true stack depth (may exceed len(frames) when truncated)
-    partial: str | None = None  # reason code when the walk was incomplete or suspect
+    __slots__ = (
+        "cpu_delta_ns",
+        "depth",
+        "frames",
+        "partial",
+        "state",
+        "thread_id",
+        "thread_name",
+        "time_ns",
+        "weight_ns",
+    )
+
+    def __init__(
+        self,
+        thread_id: int,
+        thread_name: str,
+        time_ns: int,
+        weight_ns: int,
+        frames: tuple[Frame, ...],
+        cpu_delta_ns: int = 0,
+        state: str = STATE_UNKNOWN,
+        depth: int = 0,
+        partial: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id  # native thread id (gettid)
+        self.thread_name = thread_name
+        self.time_ns = time_ns  # same clock as time.monotonic_ns()
+        self.weight_ns = weight_ns  # CPU ns in cpu mode, the sampling interval in wall mode
+        self.frames = frames  # outermost (root) first, leaf last
+        self.cpu_delta_ns = cpu_delta_ns  # thread CPU time consumed since its previous sample, if known
+        self.state = state
+        self.depth = depth  # true stack depth (may exceed len(frames) when truncated)
+        self.partial = partial  # reason code when the walk was incomplete or suspect
 
 
-@dataclass(slots=True)
-class SamplerStats:
+class SamplerStats(Record):
     """What the sampler did, reported in every profile and summary."""
 
-    engine: str  # "native-cpu" | "native-wall" | "safepoint"
-    mode: str  # "cpu" | "wall"
-    requested_rate_hz: float
-    achieved_rate_hz: float = 0.0
-    samples: int = 0
-    dropped: int = 0
-    partial: dict[str, int] = field(default_factory=dict)  # reason -> count
-    duration_s: float = 0.0
-    biased: bool = False  # True for engines that only see eval-breaker points
-    timer: str = ""  # e.g. "perf_event task-clock", "timer_create CPU clock", "sampler thread"
-    notes: list[str] = field(default_factory=list)
-    extra: dict[str, object] = field(default_factory=dict)  # engine specific (ring capacity, ...)
+    __slots__ = (
+        "achieved_rate_hz",
+        "biased",
+        "dropped",
+        "duration_s",
+        "engine",
+        "extra",
+        "mode",
+        "notes",
+        "partial",
+        "requested_rate_hz",
+        "samples",
+        "timer",
+    )
+
+    def __init__(
+        self,
+        engine: str,
+        mode: str,
+        requested_rate_hz: float,
+        achieved_rate_hz: float = 0.0,
+        samples: int = 0,
+        dropped: int = 0,
+        partial: dict[str, int] | None = None,
+        duration_s: float = 0.0,
+        biased: bool = False,
+        timer: str = "",
+        notes: list[str] | None = None,
+        extra: dict[str, object] | None = None,
+    ) -> None:
+        self.engine = engine  # "native-cpu" | "native-wall" | "safepoint"
+        self.mode = mode  # "cpu" | "wall"
+        self.requested_rate_hz = requested_rate_hz
+        self.achieved_rate_hz = achieved_rate_hz
+        self.samples = samples
+        self.dropped = dropped
+        self.partial: dict[str, int] = {} if partial is None else partial  # reason -> count
+        self.duration_s = duration_s
+        self.biased = biased  # True for engines that only see eval-breaker points
+        self.timer = timer  # e.g. "perf_event task-clock", "timer_create CPU clock", "sampler thread"
+        self.notes: list[str] = [] if notes is None else notes
+        self.extra: dict[str, object] = {} if extra is None else extra  # engine specific (ring capacity, ...)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -17,11 +17,12 @@ from typing import Any
 
 from . import __version__
 from .atomic_file import write_atomic
-from .model import Marker, Profile
+from .model import Profile
 from .model.meta import ProfileMeta
 from .own_files import own_path
-from .sampler import DEFAULT_MAX_DEPTH, Sampler
+from .sampler import Sampler
 from .samples import Frame, Sample, SamplerStats
+from .settings import DEFAULT_MAX_DEPTH
 
 # A stack (root first) -> the stack the profile keeps, or None to drop the sample.
 StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
@@ -167,7 +168,7 @@ class ProfileSession:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            note_interrupted(self.profile, "KeyboardInterrupt (Ctrl-C)")
+            self.profile.note_interrupted("KeyboardInterrupt (Ctrl-C)")
         self.stop()
 
     # -- results ---------------------------------------------------------
@@ -190,21 +191,6 @@ _SAMPLER_FILES = (own_path("sampler.py"), own_path("engines", ""))
 def _in_sampler(frames: tuple[Frame, ...]) -> bool:
     """Samples of the sampler starting or stopping itself are its overhead, not the program."""
     return any(frame.file.startswith(_SAMPLER_FILES) for frame in frames)
-
-
-def note_interrupted(profile: Profile, reason: str, thread_id: int | None = None) -> None:
-    """Record why a run ended early, in meta and as a marker on the timeline."""
-    if not profile.meta.interrupted:
-        profile.meta.interrupted = reason
-    profile.add_marker(
-        Marker(
-            f"interrupted: {reason}",
-            time.monotonic_ns(),
-            None,
-            thread_id if thread_id is not None else threading.get_native_id(),
-            {"reason": reason},
-        )
-    )
 
 
 def active_sessions() -> list[ProfileSession]:

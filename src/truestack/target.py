@@ -12,24 +12,38 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
-import runpy
-import subprocess
 import sys
-import traceback
 import types
-from dataclasses import dataclass, field
-from typing import Any, NoReturn
 
 from .errors import UsageError
 from .own_files import is_own_file
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
-@dataclass
+
 class Target:
-    kind: str  # "script" | "module"
-    name: str  # script path or module name
-    args: list[str] = field(default_factory=list)
-    compiled: tuple[types.CodeType, bool] | None = field(default=None, repr=False, compare=False)
+    """The program to run: a script path or a module name, and its arguments."""
+
+    __slots__ = ("_module_file", "args", "compiled", "kind", "name")
+
+    def __init__(self, kind: str, name: str, args: list[str] | None = None) -> None:
+        self.kind = kind  # "script" | "module"
+        self.name = name  # script path or module name
+        self.args = list(args) if args is not None else []
+        self.compiled: tuple[types.CodeType, bool] | None = None  # a script's code, once compiled
+        self._module_file: str | None = None  # a module's file, once found
+
+    def __repr__(self) -> str:
+        return f"Target(kind={self.kind!r}, name={self.name!r}, args={self.args!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Target):
+            return NotImplemented
+        return (self.kind, self.name, self.args) == (other.kind, other.name, other.args)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
     @property
     def argv(self) -> list[str]:
@@ -37,7 +51,7 @@ class Target:
 
     @property
     def module_file(self) -> str:
-        return getattr(self, "_module_file", self.name)
+        return self._module_file or self.name
 
     @property
     def stem(self) -> str:
@@ -57,12 +71,14 @@ def resolve_target(script: str | None, module: str | None, args: list[str]) -> T
     if module:
         target = Target("module", module, list(args))
         _put_cwd_first()  # as `python -m` does: packages in the current directory are found
+        import runpy
+
         try:
             # Importing the package part may run user code; that is what -m does too.
             _spec_name, spec, _code = runpy._get_module_details(module)  # type: ignore[attr-defined]
         except BaseException as exc:  # ImportError, or whatever a package's __init__ raises
             raise UsageError(f"cannot run module {module!r}: {exc}") from None
-        target._module_file = spec.origin or module  # type: ignore[attr-defined]
+        target._module_file = spec.origin or module
         return target
     if not script:
         raise UsageError("no target: give a script path or -m MODULE")
@@ -86,6 +102,8 @@ def load_target(target: Target) -> tuple[types.CodeType, dict[str, Any]]:
     main_mod = types.ModuleType("__main__")
     main_mod.__dict__.update(_interpreter_main_names())
     if target.kind == "module" or os.path.isdir(target.name):
+        import runpy
+
         if target.kind == "module":
             sys.argv = [target.module_file, *target.args]
             _put_cwd_first()
@@ -148,6 +166,8 @@ def _compile_file(target: Target) -> tuple[types.CodeType, bool]:
 
 
 def _become_python(target: Target) -> NoReturn:
+    import subprocess
+
     sys.stdout.flush()
     sys.stderr.flush()
     flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
@@ -192,6 +212,8 @@ def run_target(target: Target) -> tuple[int, BaseException | None]:
 
 def _print_user_traceback(exc: BaseException) -> None:
     """Print the traceback without truestack's own frames at the top."""
+    import traceback
+
     tb = exc.__traceback__
     while tb is not None and is_own_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next

@@ -15,12 +15,11 @@ import argparse
 import os
 
 from .. import exporters
-from ..engines import ENGINE_CHOICES
 from ..errors import UsageError
-from ..recording.output import check_output_path, default_output_name, resolve_format
-from ..recording.run import Plan
-from ..recording.supervisor import run_recording
-from ..sampler import DEFAULT_MAX_DEPTH
+from ..recording.destination import check_output_path, default_output_name, resolve_format
+from ..recording.launch import run_recording
+from ..recording.plan import Plan
+from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
 from .common import add_module_argument, module_target, non_negative_int, positive_float, rate
 

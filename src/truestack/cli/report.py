@@ -23,7 +23,8 @@ from ..errors import UsageError
 from ..exporters.summary import render_summary
 from ..exporters.tree import TreeOptions
 from ..model import Profile, ProfileFormatError, load
-from ..recording.output import check_output_path, export_and_write, output_view, resolve_format
+from ..recording.destination import check_output_path, resolve_format
+from ..recording.output import export_and_write, output_view
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

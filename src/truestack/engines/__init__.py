@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from ..settings import ENGINE_CHOICES
 from .base import Engine, EngineUnavailable
-
-ENGINE_CHOICES = ("auto", "native", "safepoint")
 
 
 def create_engine(engine: str, mode: str, rate_hz: float, max_depth: int) -> tuple[Engine, list[str]]:

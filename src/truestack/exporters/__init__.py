@@ -1,23 +1,32 @@
 """Output formats: one module per format, each `export(profile) -> bytes`.
 
 Modules are imported lazily so a format's optional dependency (protobuf for
-pprof) is only needed when that format is asked for.
+pprof) is only needed when that format is asked for, and so reading the
+format table costs nothing.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
-from ..model import Profile
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: `record` reads this table at start-up
+if TYPE_CHECKING:
+    from ..model import Profile
 
 
-@dataclass(frozen=True)
 class Format:
-    name: str
-    module: str
-    extensions: tuple[str, ...]  # first one is the default when naming output files
-    description: str
+    """One output format: its name for -f, the module that writes it, its file extensions."""
+
+    __slots__ = ("description", "extensions", "module", "name")
+
+    def __init__(self, name: str, module: str, extensions: tuple[str, ...], description: str) -> None:
+        self.name = name
+        self.module = module
+        self.extensions = extensions  # first one is the default when naming output files
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"Format({self.name!r}, {self.module!r}, {self.extensions!r})"
 
 
 FORMATS: dict[str, Format] = {

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..records import Record
 from ..samples import SamplerStats
 
 # 1: the free-form dict of truestack 0.1 (same key names, no "meta_version").
@@ -21,23 +21,60 @@ from ..samples import SamplerStats
 META_VERSION = 2
 
 
-@dataclass
-class ProfileMeta:
-    command: list[str] = field(default_factory=list)  # ["script.py", args…] or ["-m", "mod", args…]
-    python_version: str = ""
-    truestack_version: str = ""
-    pid: int = 0
-    mode: str = "cpu"  # "cpu" | "wall"
-    rate_hz: float | None = None  # requested sampling rate
-    engine: str = ""  # the engine actually used, once sampling started
-    start_time_unix_ns: int = field(default_factory=time.time_ns)  # wall-clock start
-    start_monotonic_ns: int = field(default_factory=time.monotonic_ns)  # origin of sample times
-    sampler_stats: SamplerStats | None = None  # what the sampler did; None until it stopped
-    function_level: bool = False  # lines merged: one node per function
-    include_idle: bool = False  # viewers keep wall-mode idle samples by default
-    idle_excluded: int = 0  # idle samples this view left out
-    interrupted: str | None = None  # why the run ended early, if it did
-    extra: dict[str, Any] = field(default_factory=dict)  # keys from files this version does not know
+class ProfileMeta(Record):
+    __slots__ = (
+        "command",
+        "engine",
+        "extra",
+        "function_level",
+        "idle_excluded",
+        "include_idle",
+        "interrupted",
+        "mode",
+        "pid",
+        "python_version",
+        "rate_hz",
+        "sampler_stats",
+        "start_monotonic_ns",
+        "start_time_unix_ns",
+        "truestack_version",
+    )
+
+    def __init__(
+        self,
+        command: list[str] | None = None,
+        python_version: str = "",
+        truestack_version: str = "",
+        pid: int = 0,
+        mode: str = "cpu",
+        rate_hz: float | None = None,
+        engine: str = "",
+        start_time_unix_ns: int | None = None,
+        start_monotonic_ns: int | None = None,
+        sampler_stats: SamplerStats | None = None,
+        function_level: bool = False,
+        include_idle: bool = False,
+        idle_excluded: int = 0,
+        interrupted: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.command: list[str] = [] if command is None else command  # ["script.py", args…] or ["-m", "mod", args…]
+        self.python_version = python_version
+        self.truestack_version = truestack_version
+        self.pid = pid
+        self.mode = mode  # "cpu" | "wall"
+        self.rate_hz = rate_hz  # requested sampling rate
+        self.engine = engine  # the engine actually used, once sampling started
+        self.start_time_unix_ns = time.time_ns() if start_time_unix_ns is None else start_time_unix_ns  # wall clock
+        self.start_monotonic_ns = (  # origin of sample times
+            time.monotonic_ns() if start_monotonic_ns is None else start_monotonic_ns
+        )
+        self.sampler_stats = sampler_stats  # what the sampler did; None until it stopped
+        self.function_level = function_level  # lines merged: one node per function
+        self.include_idle = include_idle  # viewers keep wall-mode idle samples by default
+        self.idle_excluded = idle_excluded  # idle samples this view left out
+        self.interrupted = interrupted  # why the run ended early, if it did
+        self.extra: dict[str, Any] = {} if extra is None else extra  # keys from files this version does not know
 
     # -- facts read through the stats, with the request as the fallback ------------
     @property
@@ -71,15 +108,15 @@ class ProfileMeta:
     # -- saved form -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
-        for f in fields(self):
-            if f.name == "extra":
+        for name in self.__slots__:
+            if name == "extra":
                 continue
-            value = getattr(self, f.name)
-            if f.name == "sampler_stats":
+            value = getattr(self, name)
+            if name == "sampler_stats":
                 value = value.as_dict() if value is not None else None
-            elif f.name == "command":
+            elif name == "command":
                 value = list(value)
-            out[f.name] = value
+            out[name] = value
         out["meta_version"] = META_VERSION
         return out
 
@@ -88,7 +125,7 @@ class ProfileMeta:
         """Read a saved meta dict (version 1 or 2); raise ValueError when a field has the wrong type."""
         if not isinstance(data, Mapping):
             raise ValueError("profile metadata is not an object")
-        known = {f.name for f in fields(cls)} - {"extra"}
+        known = set(cls.__slots__) - {"extra"}
         meta = cls(extra={k: v for k, v in data.items() if k not in known and k != "meta_version"})
         for name in known & set(data):
             value = data[name]

@@ -7,11 +7,13 @@ function and frame is stored once.
 
 from __future__ import annotations
 
+import threading
+import time
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..records import Record
 from ..samples import Frame, Sample
 from .meta import ProfileMeta
 from .tables import KINDS, FrameRow, Func, InternTable, StackTable, StringTable
@@ -21,31 +23,55 @@ _STATE_INDEX = {name: i for i, name in enumerate(STATES)}
 _WEIGHT_MAX = 2**64 - 1  # weights are uint64: a 5 s wall interval must not saturate
 
 
-@dataclass
-class ThreadSamples:
+class ThreadSamples(Record):
     """All samples of one thread, as columns."""
 
-    tid: int
-    name: str
-    time_ns: array[int] = field(default_factory=lambda: array("q"))
-    stack: array[int] = field(default_factory=lambda: array("i"))  # -1: empty stack
-    weight_ns: array[int] = field(default_factory=lambda: array("Q"))
-    cpu_delta_ns: array[int] = field(default_factory=lambda: array("Q"))
-    state: array[int] = field(default_factory=lambda: array("b"))  # index into STATES
+    __slots__ = ("cpu_delta_ns", "name", "stack", "state", "tid", "time_ns", "weight_ns")
+
+    def __init__(
+        self,
+        tid: int,
+        name: str,
+        time_ns: array[int] | None = None,
+        stack: array[int] | None = None,
+        weight_ns: array[int] | None = None,
+        cpu_delta_ns: array[int] | None = None,
+        state: array[int] | None = None,
+    ) -> None:
+        self.tid = tid
+        self.name = name
+        self.time_ns: array[int] = array("q") if time_ns is None else time_ns
+        self.stack: array[int] = array("i") if stack is None else stack  # -1: empty stack
+        self.weight_ns: array[int] = array("Q") if weight_ns is None else weight_ns
+        self.cpu_delta_ns: array[int] = array("Q") if cpu_delta_ns is None else cpu_delta_ns
+        self.state: array[int] = array("b") if state is None else state  # index into STATES
 
     def __len__(self) -> int:
         return len(self.stack)
 
 
-@dataclass
-class Marker:
+class Marker(Record):
     """A labelled instant (end_ns None) or interval on a thread."""
 
-    name: str
-    start_ns: int
-    end_ns: int | None = None
-    thread_id: int = 0
-    data: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("data", "end_ns", "name", "start_ns", "thread_id")
+
+    def __init__(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int | None = None,
+        thread_id: int = 0,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.thread_id = thread_id
+        self.data: dict[str, Any] = {} if data is None else data
+
+    def as_dict(self) -> dict[str, Any]:
+        """The saved form: the constructor's keyword arguments."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class SampleRow(NamedTuple):
@@ -135,6 +161,13 @@ class Profile:
 
     def add_marker(self, marker: Marker) -> None:
         self.markers.append(marker)
+
+    def note_interrupted(self, reason: str, thread_id: int | None = None) -> None:
+        """Record why the run ended early, in meta (the first reason stays) and as a marker on the timeline."""
+        if not self.meta.interrupted:
+            self.meta.interrupted = reason
+        tid = thread_id if thread_id is not None else threading.get_native_id()
+        self.add_marker(Marker(f"interrupted: {reason}", time.monotonic_ns(), None, tid, {"reason": reason}))
 
     # -- reading ---------------------------------------------------------
     @property

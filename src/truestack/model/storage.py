@@ -79,7 +79,7 @@ def dumps(profile: Profile) -> bytes:
         "funcs": [list(f) for f in profile.funcs],
         "frames": [list(f) for f in profile.frames],
         "threads": [{"tid": t.tid, "name": t.name} for t in profile.threads.values()],
-        "markers": [vars(m) for m in profile.markers],
+        "markers": [m.as_dict() for m in profile.markers],
         "columns": [[name, col.typecode, len(col)] for name, col in columns],
     }
     header_bytes = json.dumps(header, separators=(",", ":"), default=str).encode()

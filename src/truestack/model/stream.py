@@ -75,7 +75,7 @@ class ProfileStreamWriter:
                 p.stacks.prefix[self._sent_stacks : n_stacks], p.stacks.frame[self._sent_stacks : n_stacks], strict=True
             )
         ]
-        markers = [vars(m) for m in p.markers[self._sent_markers :]]
+        markers = [m.as_dict() for m in p.markers[self._sent_markers :]]
         threads: list[dict[str, Any]] = []
         columns: list[bytes] = []
         for tid, thread in list(p.threads.items()):

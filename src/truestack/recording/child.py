@@ -1,18 +1,20 @@
 """The profiled program's process under `truestack record`.
 
-Started by the supervisor (`recording/supervisor.py`) with the plan in
-TRUESTACK_RECORD_PLAN and the write end of a pipe in TRUESTACK_RECORD_FD;
-both leave the environment before the program runs, so it sees what
-`python script.py` would give it. The profile streams over the pipe after
-every collector drain (`model/stream.py`), so a crash loses at most one
-drain interval.
+The supervisor (`recording/supervisor.py`) forks it with the plan in hand and
+the write end of a pipe: a fork, not a new interpreter, so the program starts
+without a second interpreter start-up and second import of truestack. Before
+the program runs, `sys.path` loses the entry Python put first for truestack's
+own launcher, so the program sees what `python script.py` would give it (the
+target runner then puts the script's directory first). The profile streams
+over the pipe after every collector drain (`model/stream.py`), so a crash
+loses at most one drain interval.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 from ..errors import UsageError
 from ..model import Profile
@@ -20,10 +22,8 @@ from ..model.stream import ProfileStreamWriter
 from ..session import ProfileSession
 from ..target import resolve_target
 from .children import ChildWatch
-from .run import Plan, run_in_process
-
-PLAN_ENV = "TRUESTACK_RECORD_PLAN"
-FD_ENV = "TRUESTACK_RECORD_FD"
+from .plan import Plan
+from .run import run_in_process
 
 
 class StreamSink:
@@ -56,17 +56,18 @@ class StreamSink:
         return not self._writer.broken
 
 
-def main() -> None:
-    plan = Plan.from_json(os.environ.pop(PLAN_ENV))
-    fd = int(os.environ.pop(FD_ENV))
-    os.set_inheritable(fd, False)  # the program's own children must not hold the pipe open
+def run_forked(plan: Plan, fd: int) -> NoReturn:
+    """The forked child's whole life: run the plan's program, stream its profile to `fd`, exit.
+
+    Leaves by SystemExit, which unwinds the supervisor's (inert) frames up to
+    the interpreter, so the program's atexit handlers and finalisation run as
+    in a plain `python script.py`.
+    """
+    _forget_launcher_path()
     target = plan.target
     try:
-        plan.target = resolve_target(
-            target.name if target.kind == "script" else None,
-            target.name if target.kind == "module" else None,
-            target.args,
-        )
+        if target.kind == "module":
+            plan.target = resolve_target(None, target.name, target.args)
         children = ChildWatch()
         children.install()
         with os.fdopen(fd, "wb", buffering=0) as out:
@@ -75,3 +76,10 @@ def main() -> None:
         sys.stderr.write(f"truestack: error: {exc}\n")
         sys.exit(2)
     sys.exit(status)
+
+
+def _forget_launcher_path() -> None:
+    """Drop the directory Python put first on sys.path for `truestack` / `python -m truestack`
+    (none under -P or -I), as `python script.py` would not have it."""
+    if not (getattr(sys.flags, "safe_path", False) or sys.flags.isolated) and sys.path:
+        del sys.path[0]

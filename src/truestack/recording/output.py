@@ -1,71 +1,21 @@
-"""Writing a profile in format F to path P: checked before the program runs,
-and never losing the data when the write fails.
+"""Writing a profile in format F to path P, never losing the data when the write fails.
 
-Shared by `record`, `report` and the API's callers: format resolution from
-`-f` or the extension, the writability probe, the view a format sees (idle
-samples, merged lines), and export-and-write with a rescue copy.
+Shared by `record`, `report` and the API's callers: the view a format sees
+(idle samples, merged lines), and export-and-write with a rescue copy. What
+is checked before the program runs (format, writable path) is `destination`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import sys
 import tempfile
-import time
 
 from .. import exporters
 from ..atomic_file import write_atomic
-from ..errors import UsageError
 from ..model import Profile
 from ..model.storage import dumps
-
-DEFAULT_FORMAT = "flamegraph"
-
-
-def resolve_format(fmt: str | None, output: str | None) -> str:
-    """The format to write: `-f` if given, else the output's extension (`exporters.output_format`,
-    the rule `save()` follows too), else (no output named) the flame graph."""
-    try:
-        fmt = exporters.output_format(output or "", fmt) if output or fmt else DEFAULT_FORMAT
-    except exporters.UnknownFormat as exc:
-        raise UsageError(str(exc)) from None
-    module = f"{exporters.__name__}.{exporters.FORMATS[fmt].module}"
-    if importlib.util.find_spec(module) is None:
-        raise UsageError(f"format {fmt!r} is not available in this installation of truestack")
-    return fmt
-
-
-def check_output_path(path: str) -> None:
-    """Raise UsageError unless `path` can be written; leaves no trace behind."""
-    full = os.path.abspath(path)
-    if os.path.isdir(full):
-        raise UsageError(f"cannot write {path}: it is a directory")
-    if os.path.exists(full) and not os.path.isfile(full):
-        try:  # a device or pipe: written in place
-            with open(full, "ab"):
-                pass
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-        return
-    if os.path.exists(full) and not os.access(full, os.W_OK):
-        raise UsageError(f"cannot write {path}: permission denied")
-    parent = os.path.dirname(full)
-    if not os.path.isdir(parent):
-        raise UsageError(f"cannot write {path}: directory {os.path.dirname(path) or parent} does not exist")
-    try:  # the real test: os.access says yes on read-only mounts and to root
-        fd, probe = tempfile.mkstemp(prefix=".truestack-probe-", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-
-
-def default_output_name(stem: str, fmt: str) -> str:
-    """`truestack-<stem>-<time><ext>`: a new name per run, in the current directory."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"truestack-{stem}-{stamp}{exporters.FORMATS[fmt].extensions[0]}"
 
 
 def save_fallback(profile: Profile) -> str | None:

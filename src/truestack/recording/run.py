@@ -1,7 +1,7 @@
 """Running a program under a profiling session and writing its profile.
 
 `record` (and later `attach` and subprocess children) describe a run as a
-`Plan`; `run_in_process` runs it in the program's process (the child the
+`Plan` (`plan.py`); `run_in_process` runs it in the program's process (the child the
 supervisor started) and hands the profile to a `ProfileSink`:
 
 - `duration`: sampling stops after that many seconds, the profile and
@@ -26,70 +26,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import NoReturn, Protocol
 
 from ..api import mark
 from ..engines import EngineUnavailable
 from ..errors import UsageError
 from ..model import Profile
-from ..session import ProfileSession, note_interrupted
-from ..target import Target, run_target
+from ..session import ProfileSession
+from ..target import run_target
+from .plan import Plan
 from .stacks import make_frame_stripper
-
-
-@dataclass
-class Plan:
-    target: Target
-    fmt: str
-    output: str
-    mode: str
-    rate_hz: float
-    engine: str
-    max_depth: int
-    duration: float | None
-    function_level: bool
-    include_idle: bool
-    quiet: bool
-    top: int
-
-    def to_json(self) -> str:
-        """What the program's process needs to run it (not where the output goes)."""
-        return json.dumps(
-            {
-                "target": [self.target.kind, self.target.name, self.target.args],
-                "mode": self.mode,
-                "rate_hz": self.rate_hz,
-                "engine": self.engine,
-                "max_depth": self.max_depth,
-                "duration": self.duration,
-                "include_idle": self.include_idle,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        data = json.loads(text)
-        kind, name, args = data["target"]
-        return cls(
-            Target(kind, name, list(args)),
-            fmt="truestack",
-            output="",
-            mode=data["mode"],
-            rate_hz=float(data["rate_hz"]),
-            engine=data["engine"],
-            max_depth=int(data["max_depth"]),
-            duration=data["duration"],
-            function_level=False,
-            include_idle=bool(data["include_idle"]),
-            quiet=True,
-            top=0,
-        )
 
 
 class ProfileSink(Protocol):
@@ -173,7 +123,7 @@ class Recording:
                 return
             self._finished = True
             if interrupted:
-                note_interrupted(self.session.profile, interrupted)
+                self.session.profile.note_interrupted(interrupted)
             self.delivered = self._sink.finished(self.session.stop())
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import runpy
 import sys
 
 from ..own_files import is_own_file, own_path
@@ -14,7 +13,10 @@ _TARGET_FILE = own_path("target.py")
 
 def _launcher_files() -> set[str]:
     """Files of the frames below the program: runpy and whatever script started truestack."""
-    files = {"<frozen runpy>", runpy.__file__, "<string>"}  # "<string>": the record child's `-c` bootstrap
+    files = {"<frozen runpy>", "<string>"}  # "<string>": `python -c` launching truestack
+    runpy = sys.modules.get("runpy")  # loaded when truestack was started by `python -m`
+    if runpy is not None and runpy.__file__:
+        files.add(runpy.__file__)
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     if main_file:
         files.add(main_file)

@@ -2,10 +2,11 @@
 process that streams its profile here, so the profile is written whatever
 happens to the program.
 
-The child is the same interpreter with the same flags, the same stdin,
-stdout, stderr and terminal, the same process group and environment (the
-two variables that carry the plan and the pipe leave it before the program
-runs). What the user sees of the program does not change:
+The child is a fork of this process (`launch.py`: the same interpreter,
+flags, stdin, stdout, stderr, terminal, process group and environment; see
+`child.py` for what it undoes before the program runs). This module and the
+exporters are imported only after the fork, while the program runs. What the
+user sees of the program does not change:
 
 - Ctrl-C at the terminal reaches the child directly (same process group);
   a SIGINT, SIGTERM, SIGHUP or SIGQUIT sent to the recorder's pid by another
@@ -27,51 +28,26 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import sys
 import time
 
-from ..exporters.summary import render_summary
 from ..model import Profile
 from ..model.stream import ProfileStreamReader, StreamError
-from ..own_files import PACKAGE_DIR
-from ..session import note_interrupted
-from .child import FD_ENV, PLAN_ENV
-from .output import export_and_write, output_view
-from .run import Plan
+from .launch import Child
+from .plan import Plan
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
 _STOP_GRACE_S = 1.0  # SIGINT/SIGTERM: the profile is written within this, finished or not
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _launch_command() -> list[str]:
-    package_parent = os.path.dirname(PACKAGE_DIR)
-    # `-c` puts '' first on sys.path and the bootstrap puts truestack's own
-    # directory before it; both leave before the program runs, which then
-    # sees the sys.path `python script.py` or `python -m module` gives.
-    bootstrap = (
-        f"import sys; sys.path.insert(0, {package_parent!r}); "
-        "from truestack.recording.child import main; del sys.path[:2]; main()"
-    )
-    flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
-    return [sys.executable, *flags, "-c", bootstrap]
+def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int]) -> int:
+    """Read the forked program's stream, pass signals on, write its profile; return its exit status.
 
-
-def run_recording(plan: Plan) -> int:
-    """Run the plan's program in a child process, write its profile; return its exit status."""
-    read_fd, write_fd = os.pipe()
-    env = dict(os.environ)
-    env[PLAN_ENV] = plan.to_json()
-    env[FD_ENV] = str(write_fd)
-    try:
-        child = subprocess.Popen(_launch_command(), env=env, pass_fds=(write_fd,), close_fds=True)
-    finally:
-        os.close(write_fd)
-    watched = [int(s) for s in _FORWARDED if signal.getsignal(s) is not signal.SIG_IGN]
-    signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    `watched` are the signals `launch` blocked at the fork, to be taken here with sigtimedwait.
+    """
+    _import_writers(plan)  # here, while the program runs, not after it
     supervisor = _Supervisor(plan, child, read_fd, watched)
     try:
         status = supervisor.run()
@@ -92,7 +68,7 @@ class _Supervisor:
     child says it is complete (so `--duration` writes before the program is stopped),
     else when the child is gone."""
 
-    def __init__(self, plan: Plan, child: subprocess.Popen[bytes], read_fd: int, watched: list[int]) -> None:
+    def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int]) -> None:
         self.plan, self.child, self.read_fd, self.watched = plan, child, read_fd, watched
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
@@ -120,8 +96,7 @@ class _Supervisor:
                 and not self.written
                 and time.monotonic() - self.stop_asked_at > _STOP_GRACE_S
             ):
-                note_interrupted(
-                    self.reader.profile,
+                self.reader.profile.note_interrupted(
                     f"the program did not stop within {_STOP_GRACE_S:g} s of "
                     "SIGINT/SIGTERM; the profile covers the run up to then",
                 )
@@ -202,7 +177,7 @@ def _note_how_it_ended(profile: Profile, status: int, damaged: bool) -> None:
     lost = "; samples of its last drain interval (~50 ms) may be missing"
     if damaged:
         lost = "; the end of its profile stream was damaged and left out"
-    note_interrupted(profile, how + lost)
+    profile.note_interrupted(how + lost)
 
 
 def _signal_name(signo: int) -> str:
@@ -222,8 +197,22 @@ def _die_like(signo: int) -> None:
     os.kill(os.getpid(), signo)
 
 
+def _import_writers(plan: Plan) -> None:
+    import importlib
+
+    from .. import exporters
+    from . import output  # noqa: F401
+
+    importlib.import_module(f"{exporters.__name__}.{exporters.FORMATS[plan.fmt].module}")
+    if not plan.quiet:
+        importlib.import_module(f"{exporters.__name__}.summary")
+
+
 def write_outputs(plan: Plan, profile: Profile) -> str | None:
     """Write the output the plan names and print the summary; returns the write error, if any."""
+    from ..exporters.summary import render_summary
+    from .output import export_and_write, output_view
+
     view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
     # A .tsp keeps idle samples; the summary shows what other formats would.
     shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if plan.fmt == "truestack" else view

@@ -1,0 +1,61 @@
+"""What `record` was asked to do: the program, how to sample it, where the profile goes.
+
+Built and checked by the CLI before the program's process is forked, so it
+imports nothing heavy (no dataclasses: its import alone is a measurable
+part of `record`'s start-up).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from ..target import Target
+
+
+class Plan:
+    __slots__ = (
+        "duration",
+        "engine",
+        "fmt",
+        "function_level",
+        "include_idle",
+        "max_depth",
+        "mode",
+        "output",
+        "quiet",
+        "rate_hz",
+        "target",
+        "top",
+    )
+
+    def __init__(
+        self,
+        target: Target,
+        fmt: str,
+        output: str,
+        mode: str,
+        rate_hz: float,
+        engine: str,
+        max_depth: int,
+        duration: float | None,
+        function_level: bool,
+        include_idle: bool,
+        quiet: bool,
+        top: int,
+    ) -> None:
+        self.target = target
+        self.fmt = fmt  # an exporters.FORMATS name
+        self.output = output  # absolute path
+        self.mode = mode
+        self.rate_hz = rate_hz
+        self.engine = engine
+        self.max_depth = max_depth
+        self.duration = duration  # seconds, or None: until the program ends
+        self.function_level = function_level
+        self.include_idle = include_idle
+        self.quiet = quiet
+        self.top = top  # rows of the summary's method table
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Plan({fields})"
