@@ -133,17 +133,24 @@ class Sampler:
         with self._collect_lock:
             if self._engine is None:
                 return
+            started = time.thread_time_ns()
             batch = self._engine.drain()
-            if not batch:
-                return
-            if self._sink is None:
-                with self._buffer_lock:
-                    self._buffer.extend(batch)
-                return
-            try:
-                self._sink(batch)
-            except Exception:
-                self._sink_errors += 1
+            # Turning raw samples into Python ones is part of what each sample costs: the
+            # engine reports it with its counters (not what the consumer does per batch).
+            self._engine.charge_collector(time.thread_time_ns() - started)
+            self._hand_over(batch)
+
+    def _hand_over(self, batch: list[Sample]) -> None:
+        if not batch:
+            return
+        if self._sink is None:
+            with self._buffer_lock:
+                self._buffer.extend(batch)
+            return
+        try:
+            self._sink(batch)
+        except Exception:
+            self._sink_errors += 1
 
 
 def sleep_until(deadline: float) -> None:

@@ -335,9 +335,10 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
                       ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(),
                       "active", ts_sampler_active(), "forked_child", ts_forked_child);
     PyObject *more = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls", (unsigned long long)atomic_load(&ts_handler_reinstalls),
+        "{sKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls", (unsigned long long)atomic_load(&ts_handler_reinstalls),
         "delivery_ns", (long long)ts_delivery_ns, "handler_ns", C(handler_ns), "remote_samples", C(remote_samples),
         "remote_discarded", C(remote_discarded), "rate_lowered", C(rate_lowered), "timer_fallbacks", C(timer_fallbacks),
+        "collector_ns", C(collector_ns),
         "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns",
         (long long)atomic_load(&ts_interval_ns), "requested_interval_ns", (long long)ts_requested_interval_ns,
         "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids", unsampled);
@@ -407,6 +408,14 @@ static PyObject *py_probe_guarded_load(PyObject *self, PyObject *unused) {
 }
 #endif
 
+static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
+    (void)self;
+    unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
+    if (ns == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    atomic_fetch_add(&ts_C.collector_ns, (uint64_t)ns);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto') -> timer name"},
@@ -425,6 +434,8 @@ static PyMethodDef methods[] = {
      "walk_current_info(max_depth) -> (frames as walk_current, true_depth, partial_reason_or_None)"},
     {"code_line", py_code_line, METH_VARARGS, "code_line(code, byte_offset) -> line (PyCode_Addr2Line)"},
     {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
+    {"charge_collector", py_charge_collector, METH_O,
+     "charge_collector(ns): CPU time the collector spent resolving a drain (reported with the counters)."},
     {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
 #ifdef TS_TEST_HOOKS
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},

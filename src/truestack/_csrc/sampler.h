@@ -16,6 +16,7 @@ typedef struct {
     _Atomic uint64_t remote_discarded; /* ... whose walk was dropped because the thread ran meanwhile */
     _Atomic uint64_t rate_lowered;     /* times the CPU budget halved the rate */
     _Atomic uint64_t timer_fallbacks;  /* threads given a POSIX timer because no perf fd was left */
+    _Atomic uint64_t collector_ns;     /* CPU time the Python collector spent resolving drains (reported) */
 } ts_counters;
 extern ts_counters ts_C;
 

@@ -43,3 +43,6 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def stats(self) -> SamplerStats: ...
+
+    def charge_collector(self, cpu_ns: int) -> None:  # noqa: B027  # optional: a no-op unless the engine counts it
+        """The collector spent `cpu_ns` of CPU turning a drain into samples (engines that report costs count it)."""

@@ -260,6 +260,10 @@ class _NativeEngine(Engine):
             self._drained += len(out)
             return out
 
+    def charge_collector(self, cpu_ns: int) -> None:
+        if not _forked:
+            _native.charge_collector(cpu_ns)
+
     def _resolve(self, flat: tuple[Any, ...]) -> tuple[Frame, ...]:
         """Raw leaf-first (obj, n) pairs → interned Frames, root first."""
         frames: list[Frame] = []

@@ -28,6 +28,7 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "remote_discarded": "remote_discarded",
     "rate_lowered": "rate_lowered",
     "timer_fallbacks": "timer_fallbacks",
+    "collector_ns": "collector_ns",
 }
 
 

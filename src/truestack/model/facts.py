@@ -105,6 +105,9 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         f"{sum(partial.values())} partial" + (f" ({partial_text})" if partial_text else "")
     )
     lines.extend(count_explanations(profile, requested, stats.dropped if stats else 0))
+    cost = cost_line(stats.extra if stats else {}, taken)
+    if cost:
+        lines.append(cost)
     in_profile = profile.sample_count if shown_samples is None else shown_samples
     if in_profile != taken:
         lines.append(f"  samples in this output: {in_profile}")
@@ -117,6 +120,22 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
     if meta.interrupted:
         lines.append(f"  INTERRUPTED: {meta.interrupted} — the profile covers the run up to that point")
     return lines
+
+
+def cost_line(extra: dict[str, object], samples: int) -> str | None:
+    """What one sample cost the program, by part, from the native engine's counters (None otherwise)."""
+    delivery, handler, collector = (extra.get(k) for k in ("signal_delivery_ns", "handler_ns", "collector_ns"))
+    signals = extra.get("signals")
+    if samples <= 0 or not (isinstance(delivery, int) and isinstance(handler, int) and isinstance(collector, int)):
+        return None
+    # Delivery was measured once, per signal; the handler and collector counters are totals over the run.
+    per = {
+        "kernel delivery": float(delivery),
+        "handler": handler / max(signals if isinstance(signals, int) else samples, 1),
+        "collector": collector / samples,
+    }
+    split = ", ".join(f"{name} {ns / 1000:.0f} µs" for name, ns in per.items())
+    return f"  cost per sample: ~{sum(per.values()) / 1000:.0f} µs ({split})"
 
 
 def count_explanations(profile: Profile, rate: float | None, dropped: int) -> list[str]:
