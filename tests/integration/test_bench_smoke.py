@@ -172,10 +172,12 @@ def test_pstats_converter_on_a_real_cprofile(tmp_path):
     result = score.score(score.parse_collapsed(tools.pstats_to_collapsed(str(out), truth)), truth, "wall")
     # produce : consume : steady is about 6 : 3 : 3 (sum over 600k, 300k, 300k).
     # Without the subtraction consume would get produce's time on top; a caller
-    # walk that climbs through exec() would nest steady inside consume.
-    assert 35 < result.rows["produce"][1] < 65
-    assert 12 < result.rows["consume"][1] < 38
-    assert 12 < result.rows["steady"][1] < 38
+    # walk that climbs through exec() would nest steady inside consume. The shares are
+    # cProfile's wall-clock times: wide bounds, as a loaded machine's preemption lands in
+    # one of them (CI once: produce 80 %). Without the subtraction consume would get ~75 %.
+    assert 35 < result.rows["produce"][1] < 88
+    assert 4 < result.rows["consume"][1] < 45
+    assert 4 < result.rows["steady"][1] < 45
 
 
 # -- smoke runs ----------------------------------------------------------------
