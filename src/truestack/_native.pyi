@@ -7,6 +7,7 @@ tests/native/test_native_stubs.py checks that the names here and the
 module's agree.
 """
 
+from collections.abc import Callable
 from types import CodeType
 from typing import Any, Final, final
 
@@ -65,3 +66,5 @@ def _test_register_stale(tid: int, /) -> None:
 
 def _test_stuck_slot(stuck: bool, /) -> bool | None:
     """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""
+
+def watch_process_events(callback: Callable[[str, tuple[Any, ...]], object], /) -> None: ...

@@ -338,10 +338,10 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         "{sKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls", (unsigned long long)atomic_load(&ts_handler_reinstalls),
         "delivery_ns", (long long)ts_delivery_ns, "handler_ns", C(handler_ns), "remote_samples", C(remote_samples),
         "remote_discarded", C(remote_discarded), "rate_lowered", C(rate_lowered), "timer_fallbacks", C(timer_fallbacks),
-        "collector_ns", C(collector_ns),
-        "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns",
-        (long long)atomic_load(&ts_interval_ns), "requested_interval_ns", (long long)ts_requested_interval_ns,
-        "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids", unsampled);
+        "collector_ns", C(collector_ns), "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned),
+        "interval_ns", (long long)atomic_load(&ts_interval_ns), "requested_interval_ns",
+        (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids",
+        unsampled);
     if (!d || !more || PyDict_Update(d, more) < 0) Py_CLEAR(d);
     Py_XDECREF(more);
     return d;
@@ -350,6 +350,48 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
 static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return PyLong_FromUnsignedLongLong(ts_codes_resolved_at_death);
+}
+
+/* -- process-creation watch -------------------------------------------------
+ * `record` names the Python children a program starts (it does not follow
+ * them). A Python audit hook is called for every audited event, and `id()`
+ * is one (tens per collector sample, and whatever the program does): this C
+ * hook filters by name and calls Python only when a process is created.
+ * Audit hooks cannot be removed: the callback can be replaced, never dropped. */
+static PyObject *process_event_callback;
+
+static int process_audit_hook(const char *event, PyObject *args, void *data) {
+    (void)data;
+    if (strncmp(event, "os.", 3) != 0 && strcmp(event, "subprocess.Popen") != 0) return 0;
+    if (strcmp(event, "os.fork") != 0 && strcmp(event, "subprocess.Popen") != 0 && strcmp(event, "os.exec") != 0 &&
+        strcmp(event, "os.posix_spawn") != 0 && strcmp(event, "os.spawn") != 0)
+        return 0;
+    PyObject *callback = process_event_callback;
+    if (!callback) return 0;
+    Py_INCREF(callback);
+    PyObject *result = PyObject_CallFunction(callback, "sO", event, args);
+    if (result)
+        Py_DECREF(result);
+    else
+        PyErr_WriteUnraisable(callback); /* a note of ours must never stop the program's fork or exec */
+    Py_DECREF(callback);
+    return 0;
+}
+
+static PyObject *py_watch_process_events(PyObject *self, PyObject *callback) {
+    (void)self;
+    static int installed;
+    if (!PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "watch_process_events() needs a callable");
+        return NULL;
+    }
+    Py_INCREF(callback);
+    Py_XSETREF(process_event_callback, callback);
+    if (!installed) {
+        if (PySys_AddAuditHook(process_audit_hook, NULL) < 0) return NULL;
+        installed = 1;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
@@ -445,6 +487,9 @@ static PyMethodDef methods[] = {
      "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
 #endif
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "Forget the parent's pending samples in a fork child."},
+    {"watch_process_events", py_watch_process_events, METH_O,
+     "watch_process_events(callback): callback(event, args) for os.fork, subprocess.Popen, os.exec, "
+     "os.posix_spawn and os.spawn audit events only (a C audit hook; installed once, never removed)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -56,14 +56,15 @@ class ProfileStreamWriter:
         self.ended = False
         self._write(_PREFIX.pack(STREAM_MAGIC, STREAM_VERSION))
 
-    def flush(self, end: bool = False) -> None:
+    def flush(self, end: bool = False, meta: bool = True) -> None:
+        """Send what the profile gained; with `meta`, its metadata too (always with `end`)."""
         with self._lock:
             if self.broken or self.ended:
                 return
-            self._write(self._record(end))
+            self._write(self._record(end, meta or end))
             self.ended = end
 
-    def _record(self, end: bool) -> bytes:
+    def _record(self, end: bool, with_meta: bool) -> bytes:
         p = self._profile
         strings = p.strings.strings[self._sent_strings :]
         funcs = [list(row) for row in p.funcs.rows[self._sent_funcs :]]
@@ -89,20 +90,18 @@ class ProfileStreamWriter:
         self._sent_frames += len(frames)
         self._sent_stacks = n_stacks
         self._sent_markers += len(markers)
-        header = json.dumps(
-            {
-                "strings": strings,
-                "funcs": funcs,
-                "frames": frames,
-                "stacks": stacks,
-                "threads": threads,
-                "markers": markers,
-                "meta": p.meta.to_dict(),
-                "end": end,
-            },
-            separators=(",", ":"),
-            default=str,
-        ).encode()
+        fields: dict[str, Any] = {
+            "strings": strings,
+            "funcs": funcs,
+            "frames": frames,
+            "stacks": stacks,
+            "threads": threads,
+            "markers": markers,
+            "end": end,
+        }
+        if with_meta:
+            fields["meta"] = p.meta.to_dict()
+        header = json.dumps(fields, separators=(",", ":"), default=str).encode()
         payload = b"".join([_U32.pack(len(header)), header, *columns])
         return _U32.pack(len(payload)) + payload
 
@@ -177,6 +176,7 @@ class ProfileStreamReader:
                 col, offset = read_column(code, count, payload, offset)
                 getattr(thread, name).extend(col)
         p.markers.extend(Marker(**m) for m in header["markers"])
-        p.meta = ProfileMeta.from_dict(header["meta"])
+        if "meta" in header:  # not in every record: the sender sends it when it chooses
+            p.meta = ProfileMeta.from_dict(header["meta"])
         if header.get("end"):
             self.ended = True

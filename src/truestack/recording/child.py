@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import BinaryIO, NoReturn
 
 from ..errors import UsageError
@@ -24,6 +25,8 @@ from ..target import resolve_target
 from .children import ChildWatch
 from .plan import Plan
 from .run import run_in_process
+
+STATS_INTERVAL_S = 0.25
 
 
 class StreamSink:
@@ -38,10 +41,20 @@ class StreamSink:
         writer = ProfileStreamWriter(self._out, session.profile)
         writer.flush()  # the recorder now knows sampling began, and with what
         self._writer = writer
+        stats_sent = 0.0  # the first drain sends them
 
         def flush() -> None:
-            session.record_stats()  # a profile cut short by a crash still says what the sampler did
-            writer.flush()
+            # Samples go out after every drain; the sampler's stats and the metadata with the
+            # first and then at most once per STATS_INTERVAL_S (building them every 50 ms cost
+            # as much as the samples at 1 kHz).
+            # A profile cut short by a crash still says what the sampler did, up to then.
+            nonlocal stats_sent
+            now = time.monotonic()
+            with_meta = now - stats_sent >= STATS_INTERVAL_S
+            if with_meta:
+                session.record_stats()
+                stats_sent = now
+            writer.flush(meta=with_meta)
 
         session.after_batch = flush
 

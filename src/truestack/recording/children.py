@@ -22,14 +22,21 @@ def _is_python(path: Any) -> bool:
 
 
 class ChildWatch:
-    """An audit hook (it cannot be removed, and costs one string compare per event)."""
+    """An audit hook on process creation (it cannot be removed). The native extension's C hook
+    calls it for those events only; without the extension it is a Python audit hook, called for
+    every audited event of the program (`id()` is one)."""
 
     def __init__(self) -> None:
         self.started: dict[str, int] = {}  # how -> count
         self._popen_threads: set[int] = set()  # a Popen here is about to spawn or exec: one child, not two
 
     def install(self) -> None:
-        sys.addaudithook(self._hook)
+        try:
+            from .._native import watch_process_events
+        except ImportError:
+            sys.addaudithook(self._hook)
+        else:
+            watch_process_events(self._hook)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event == "os.fork":  # multiprocessing's default on Linux, or os.fork() itself
