@@ -44,6 +44,8 @@ void ts_staging_forget_after_fork(void);
 int ts_codehook_install(void);
 const char *ts_codehook_kind(void);
 extern uint64_t ts_codes_resolved_at_death;
+/* Destroy-hook runs, and those that folded the ring (a pending sample held the dying code). */
+extern uint64_t ts_settle_calls, ts_settle_folds;
 /* (qualname, filename, firstlineno) of a code object. */
 PyObject *ts_code_identity(PyObject *code);
 /* Staged frame whose obj is a ts_code_identity tuple and off a line. */
