@@ -1,10 +1,12 @@
 /* GIL-side store of samples folded out of the ring.
  *
  * Folding moves committed ring slots here and pins (increfs) their code
- * objects, so a code object referenced by a pending sample cannot die. The
- * destroy hook folds the ring before any code object dies and resolves the
- * dying one on the spot (its frames become (name, file, line, firstlineno)
- * tuples), so no sample is ever attributed to a freed or reused object.
+ * objects, so a code object referenced by a pending sample cannot die. When
+ * a code object dies while a sample still in the ring holds it
+ * (ts_ring_may_hold), the destroy hook folds the ring and resolves the dying
+ * one on the spot (its frames become (name, file, line, firstlineno)
+ * tuples), so no sample is ever attributed to a freed or reused object. The
+ * other deaths cost the hook one lookup.
  */
 #ifndef TS_STAGING_H
 #define TS_STAGING_H
