@@ -4,10 +4,20 @@ The collector thread drains the engine every `drain_interval` seconds with
 the GIL held, so the native engine can release the code objects it pinned
 quickly, and hands resolved samples either to `on_samples` or to an internal
 buffer read by `drain()`.
+
+The collector wakes once per drain interval (a timed wait: no polling,
+nothing per sample) and takes the GIL once per wake-up. A drain that runs
+longer than the interpreter's switch interval (5 ms) while a program thread
+waits for the GIL gives the GIL back in the middle and waits to get it again;
+so does a consumer that does I/O. `stats().extra` counts the collector's
+wake-ups, drains, those hand-backs (`collector_gil_handbacks`: the times the
+collector blocked while draining, from its own voluntary context switches)
+and drains longer than `_LONG_DRAIN_S`.
 """
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +28,14 @@ from .samples import Sample, SamplerStats
 from .settings import DEFAULT_MAX_DEPTH
 
 SampleSink = Callable[[list[Sample]], None]
+
+_LONG_DRAIN_S = 0.02  # a drain that took longer (GIL waits included) is counted
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+
+
+def _thread_blocks() -> int:
+    """Voluntary context switches of the calling thread so far (0 where unknown)."""
+    return resource.getrusage(_RUSAGE_THREAD).ru_nvcsw if _RUSAGE_THREAD is not None else 0
 
 
 class Sampler:
@@ -56,6 +74,10 @@ class Sampler:
         self._running = False
         self._sink_errors = 0
         self._collect_lock = threading.Lock()
+        self._wakeups = 0  # collector thread: times it woke up
+        self._drains = 0  # ... and found samples to hand on
+        self._handbacks = 0  # ... times it blocked while draining (the GIL taken back, or I/O)
+        self._long_drains = 0  # drains longer than _LONG_DRAIN_S
 
     # -- lifecycle -----------------------------------------------------
     def start(self) -> Sampler:
@@ -116,6 +138,12 @@ class Sampler:
             return SamplerStats(engine="not started", mode=self.mode, requested_rate_hz=self.rate_hz)
         stats = self._engine.stats()
         stats.notes = [*self._notes, *stats.notes]
+        stats.extra.update(
+            collector_wakeups=self._wakeups,
+            collector_drains=self._drains,
+            collector_gil_handbacks=self._handbacks,
+            collector_long_drains=self._long_drains,
+        )
         if self._sink_errors:
             stats.notes.append(f"{self._sink_errors} sample batches lost to a failing consumer")
         return stats
@@ -126,31 +154,41 @@ class Sampler:
         self._collect_once()
 
     def _collect_loop(self) -> None:
+        # One wake-up per drain interval (a timed wait: no polling, nothing per sample).
         while not self._stopping.wait(self._drain_interval):
-            self._collect_once()
+            self._wakeups += 1
+            blocks = _thread_blocks()
+            started = time.monotonic()
+            if self._collect_once():
+                self._drains += 1
+            self._handbacks += _thread_blocks() - blocks
+            if time.monotonic() - started > _LONG_DRAIN_S:
+                self._long_drains += 1
 
-    def _collect_once(self) -> None:
+    def _collect_once(self) -> bool:
+        """Drain the engine into the consumer; False when there was nothing."""
         with self._collect_lock:
             if self._engine is None:
-                return
+                return False
             started = time.thread_time_ns()
             batch = self._engine.drain()
             # Turning raw samples into Python ones is part of what each sample costs: the
             # engine reports it with its counters (not what the consumer does per batch).
             self._engine.charge_collector(time.thread_time_ns() - started)
-            self._hand_over(batch)
+            return self._hand_over(batch)
 
-    def _hand_over(self, batch: list[Sample]) -> None:
+    def _hand_over(self, batch: list[Sample]) -> bool:
         if not batch:
-            return
+            return False
         if self._sink is None:
             with self._buffer_lock:
                 self._buffer.extend(batch)
-            return
+            return True
         try:
             self._sink(batch)
         except Exception:
             self._sink_errors += 1
+        return True
 
 
 def sleep_until(deadline: float) -> None:

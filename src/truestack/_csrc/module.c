@@ -342,6 +342,10 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         "interval_ns", (long long)atomic_load(&ts_interval_ns), "requested_interval_ns",
         (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids",
         unsampled);
+    PyObject *settle = Py_BuildValue("{sKsK}", "settle_calls", (unsigned long long)ts_settle_calls, "settle_folds",
+                                     (unsigned long long)ts_settle_folds);
+    if (!settle || (more && PyDict_Update(more, settle) < 0)) Py_CLEAR(more);
+    Py_XDECREF(settle);
     if (!d || !more || PyDict_Update(d, more) < 0) Py_CLEAR(d);
     Py_XDECREF(more);
     return d;
@@ -392,6 +396,11 @@ static PyObject *py_watch_process_events(PyObject *self, PyObject *callback) {
         installed = 1;
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *py_settle_counts(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return Py_BuildValue("(KK)", (unsigned long long)ts_settle_calls, (unsigned long long)ts_settle_folds);
 }
 
 static PyObject *py_after_fork_child(PyObject *self, PyObject *unused) {
@@ -479,6 +488,8 @@ static PyMethodDef methods[] = {
     {"charge_collector", py_charge_collector, METH_O,
      "charge_collector(ns): CPU time the collector spent resolving a drain (reported with the counters)."},
     {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
+    {"settle_counts", py_settle_counts, METH_NOARGS,
+     "settle_counts() -> (destroy-hook runs, runs that folded the ring because a pending sample held the dying code)"},
 #ifdef TS_TEST_HOOKS
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,

@@ -7,6 +7,43 @@
 ts_ring ts_R;
 _Atomic uint64_t ts_ring_abandoned;
 
+/* The index of ts_ring_may_hold(): the code pointers of slots [idx_tail,
+ * idx_end), valid while the consumer's tail is still idx_tail (open
+ * addressing, never more than half full). */
+#define TS_IDX_CAP 4096
+static const void *idx_tab[TS_IDX_CAP];
+static unsigned idx_n;
+static uint64_t idx_tail, idx_end;
+
+static void idx_reset(void) {
+    if (idx_n) memset((void *)idx_tab, 0, sizeof idx_tab);
+    idx_n = 0;
+    idx_tail = idx_end = ts_R.tail;
+}
+
+static unsigned idx_hash(const void *p) {
+    return (unsigned)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL >> 40) & (TS_IDX_CAP - 1);
+}
+
+/* 0 when the index is full. */
+static int idx_add(const void *p) {
+    unsigned h = idx_hash(p);
+    while (idx_tab[h]) {
+        if (idx_tab[h] == p) return 1;
+        h = (h + 1) & (TS_IDX_CAP - 1);
+    }
+    if (idx_n * 2 >= TS_IDX_CAP) return 0;
+    idx_tab[h] = p;
+    idx_n++;
+    return 1;
+}
+
+static int idx_has(const void *p) {
+    for (unsigned h = idx_hash(p); idx_tab[h]; h = (h + 1) & (TS_IDX_CAP - 1))
+        if (idx_tab[h] == p) return 1;
+    return 0;
+}
+
 /* Slots store seq - index (ring.h): these convert. */
 TS_SIGNAL_SAFE static inline uint64_t seq_of(ts_slot *s, uint64_t pos) {
     return atomic_load_explicit(&s->seq, memory_order_acquire) + (pos & (ts_R.capacity - 1));
@@ -37,6 +74,7 @@ int ts_ring_init(uint64_t capacity, int max_frames) {
     ts_R.max_frames = max_frames;
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
+    idx_reset();
     return 0;
 }
 
@@ -44,6 +82,7 @@ void ts_ring_free(void) {
     if (ts_R.mem) munmap(ts_R.mem, ts_R.mem_size);
     ts_R.mem = NULL;
     ts_R.capacity = 0;
+    idx_reset();
 }
 
 void ts_ring_reset_after_fork(void) {
@@ -55,6 +94,7 @@ void ts_ring_reset_after_fork(void) {
     if (mem == MAP_FAILED) memset(ts_R.mem, 0, ts_R.mem_size);
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
+    idx_reset();
 }
 
 TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *out_pos) {
@@ -132,4 +172,19 @@ ts_slot *ts_ring_peek(int wait_busy) {
 void ts_ring_release(ts_slot *s) {
     atomic_store_explicit(&s->seq, stored(ts_R.tail + ts_R.capacity, ts_R.tail), memory_order_release);
     ts_R.tail++;
+}
+
+int ts_ring_may_hold(const void *code) {
+    if (!ts_R.mem) return 0;
+    uint64_t head = atomic_load_explicit(&ts_R.head, memory_order_acquire);
+    if (head == ts_R.tail) return 0;
+    /* The tail moved (slots folded, drained or abandoned): start over. */
+    if (idx_tail != ts_R.tail || idx_end < ts_R.tail || idx_end > head) idx_reset();
+    for (; idx_end != head; idx_end++) {
+        ts_slot *s = ts_ring_slot(idx_end);
+        if (seq_of(s, idx_end) != idx_end + 1) return 1; /* still being written: its frames are unknown */
+        for (uint32_t i = 0; i < s->nframes; i++)
+            if (!idx_add(s->frames[i].code)) return 1;
+    }
+    return idx_has(code);
 }

@@ -67,4 +67,13 @@ TS_HIDDEN_END
 extern _Atomic uint64_t ts_ring_abandoned;
 ts_slot *ts_ring_peek(int wait_busy);
 void ts_ring_release(ts_slot *s);
+
+/* Consumer side (GIL held): may a pending (not yet folded) slot hold `code`?
+ * 0 means none does, proven from an index of the code pointers of the
+ * committed slots, built as slots arrive (each slot is indexed once, so the
+ * destroy hook costs O(1) per dying code object plus O(frames) per sample).
+ * 1 means one does, or a slot is still being written, or the index is full:
+ * the caller folds. A slot claimed after this call cannot hold a code object
+ * that is already dying: the walk that fills it starts after the claim. */
+int ts_ring_may_hold(const void *code);
 #endif

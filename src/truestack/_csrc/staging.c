@@ -5,6 +5,7 @@
 
 ts_staging ts_S;
 uint64_t ts_codes_resolved_at_death;
+uint64_t ts_settle_calls, ts_settle_folds;
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
@@ -99,8 +100,14 @@ void ts_staging_forget_after_fork(void) {
 /* -- destroy hook ------------------------------------------------------ */
 
 static void settle(PyObject *code) {
-    /* Cheap when nothing is pending: one load of the ring head. */
-    if (!ts_R.mem || atomic_load_explicit(&ts_R.head, memory_order_acquire) == ts_R.tail) return;
+    ts_settle_calls++;
+    /* Folds only when a pending sample holds the dying code. Folding at every
+     * death while anything is pending would fold after nearly every sample in
+     * a program that drops code objects at a high rate (each fold builds the
+     * dying code's identity and pins every frame's code), and the pins would
+     * move those deaths to the collector's drain. */
+    if (!ts_ring_may_hold(code)) return;
+    ts_settle_folds++;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     ts_fold(code, 1); /* a stuck slot is abandoned after 2 ms (ts_ring_abandoned) */

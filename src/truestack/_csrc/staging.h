@@ -1,10 +1,12 @@
 /* GIL-side store of samples folded out of the ring.
  *
  * Folding moves committed ring slots here and pins (increfs) their code
- * objects, so a code object referenced by a pending sample cannot die. The
- * destroy hook folds the ring before any code object dies and resolves the
- * dying one on the spot (its frames become (name, file, line, firstlineno)
- * tuples), so no sample is ever attributed to a freed or reused object.
+ * objects, so a code object referenced by a pending sample cannot die. When
+ * a code object dies while a sample still in the ring holds it
+ * (ts_ring_may_hold), the destroy hook folds the ring and resolves the dying
+ * one on the spot (its frames become (name, file, line, firstlineno)
+ * tuples), so no sample is ever attributed to a freed or reused object. The
+ * other deaths cost the hook one lookup.
  */
 #ifndef TS_STAGING_H
 #define TS_STAGING_H
@@ -44,6 +46,8 @@ void ts_staging_forget_after_fork(void);
 int ts_codehook_install(void);
 const char *ts_codehook_kind(void);
 extern uint64_t ts_codes_resolved_at_death;
+/* Destroy-hook runs, and those that folded the ring (a pending sample held the dying code). */
+extern uint64_t ts_settle_calls, ts_settle_folds;
 /* (qualname, filename, firstlineno) of a code object. */
 PyObject *ts_code_identity(PyObject *code);
 /* Staged frame whose obj is a ts_code_identity tuple and off a line. */

@@ -29,6 +29,8 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "rate_lowered": "rate_lowered",
     "timer_fallbacks": "timer_fallbacks",
     "collector_ns": "collector_ns",
+    "code_deaths": "settle_calls",  # code objects destroyed (the destroy hook ran)
+    "code_death_folds": "settle_folds",  # ... whose death folded the ring: a pending sample held the code
 }
 
 
