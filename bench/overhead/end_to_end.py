@@ -39,8 +39,8 @@ ACCURACY = HERE.parent / "accuracy"
 sys.path.insert(0, str(ACCURACY))
 sys.path.insert(0, str(HERE.parent))
 
-from tools import child_env, find_binary, rate_arg  # noqa: E402
-from truestack_path import make_importable  # noqa: E402
+from tools import child_env, find_binary, rate_arg
+from truestack_path import make_importable
 
 PROBE = HERE / "_e2e_probe.py"
 QUICK_PROGRAMS = ["cpu_bound"]
@@ -121,6 +121,7 @@ def run_child(argv: list[str], env: dict[str, str], cwd: Path) -> Timing:
 
 
 def workload_env(program, scale: int, workdir: Path) -> dict[str, str]:
+    # program: run.Program (not imported: run.py imports this module)
     return program.environ(scale, workdir)
 
 
@@ -182,8 +183,9 @@ def measure_workloads(programs: list, configs: list[Config], skipped: dict[str, 
     for program in programs:
         scale = calibrate(program, seconds, workdir)
         env = workload_env(program, scale, workdir)
-        runs = interleave(live, pairs, lambda c: run_child(c.argv(sys.executable, str(program.script), workdir),
-                                                           env, workdir), rng)
+        script = str(program.script)
+        runs = interleave(live, pairs, lambda c, script=script, env=env: run_child(
+            c.argv(sys.executable, script, workdir), env, workdir), rng)
         plain = runs["plain"]
         base = statistics.median([t.wall for t in plain if t]) if any(plain) else float("nan")
         raw[program.name] = {"scale": scale, "runs": {k: [vars(t) if t else None for t in v] for k, v in runs.items()}}
