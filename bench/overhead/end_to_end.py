@@ -17,7 +17,8 @@ default HTML output, ms over plain Python) and the per-sample cost split of
 and per-thread CPU read by `_e2e_probe.py`.
 
     python bench/overhead/run.py --end-to-end [--quick] [--long] [--pairs N] [--seconds S]
-                                              [--programs NAME ...] [--json PATH]
+                                              [--programs NAME ...] [--tools truestack py-spy austin]
+                                              [--fixed-pairs N] [--json PATH]
 """
 from __future__ import annotations
 
@@ -299,8 +300,11 @@ def main(argv: list[str] | None, programs: dict) -> int:
     parser.add_argument("--pairs", type=int, help="interleaved rounds (default 5; --quick 2)")
     parser.add_argument("--fixed-pairs", type=int, help="rounds of the empty-script runs (default 15; --quick 3)")
     parser.add_argument("--seconds", type=float, help="plain run, launch to exit (default 2; --long 20)")
+    parser.add_argument("--tools", nargs="+", choices=["truestack", "py-spy", "austin"],
+                        help="profilers to compare (default: all three; plain always runs)")
     parser.add_argument("--json", help="write raw timings here")
     args = parser.parse_args(argv)
+    configs = [c for c in CONFIGS if c.family == "plain" or c.family in (args.tools or [c.family])]
     names = args.programs or (QUICK_PROGRAMS if args.quick else DEFAULT_PROGRAMS)
     unknown = [n for n in names if n not in programs]
     if unknown:
@@ -309,24 +313,23 @@ def main(argv: list[str] | None, programs: dict) -> int:
     pairs = args.pairs or (2 if args.quick else 5)
     fixed_pairs = args.fixed_pairs or (3 if args.quick else 15)
     seconds = args.seconds or (0.3 if args.quick else 20.0 if args.long else 2.0)
-    skipped = {c.label: r for c in CONFIGS if (r := c.unavailable(sys.executable))}
+    skipped = {c.label: r for c in configs if (r := c.unavailable(sys.executable))}
     rng = random.Random(1)
     report: dict = {"python": platform.python_version(), "pairs": pairs, "seconds": seconds,
                     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     with tempfile.TemporaryDirectory(prefix="truestack-e2e-") as tmp:
         workdir = Path(tmp)
-        rows, report["workloads"] = measure_workloads([programs[n] for n in names], CONFIGS, skipped, pairs,
+        rows, report["workloads"] = measure_workloads([programs[n] for n in names], configs, skipped, pairs,
                                                       seconds, workdir, rng)
         fixed_rows, report["fixed"] = measure_fixed_cost(fixed_pairs, workdir, rng)
-        split_rows, report["split"] = measure_split(programs[names[0]], min(seconds, 2.0), max(2, pairs // 2),
-                                                    workdir, rng)
+        split_rows, report["split"] = measure_split(programs[names[0]], min(seconds, 2.0), pairs, workdir, rng)
     print(f"\nEnd-to-end overhead (launch to exit), profiled / plain, median [min-max] of {pairs} interleaved pairs; "
           f"Python {platform.python_version()}; ~{seconds:g} s plain; {report['started']}\n")
     print(format_table(["workload", "configuration", "wall ratio", "CPU ratio"], rows))
     print(f"\nFixed cost of `truestack record` on an empty script, {fixed_pairs} interleaved pairs "
           f"(plain python {report['fixed']['plain_ms']:.0f} ms)\n")
     print(format_table(["command", "wall ms over plain", "spread ms", "CPU ms over plain"], fixed_rows, left=1))
-    print(f"\nPer-sample cost split, µs, record at 1 kHz on {names[0]} (medians of {max(2, pairs // 2)} runs)\n")
+    print(f"\nPer-sample cost split, µs, record at 1 kHz on {names[0]} (medians of {pairs} interleaved runs)\n")
     print(format_table(["config", "timer", "samples", "delivery (core est.)", "delivery (measured)", "handler",
                         "collector", "other threads", "total per sample"], split_rows))
     for label, reason in skipped.items():
