@@ -12,11 +12,17 @@
  *              every worker per tick (what truestack's control thread does)
  *     mono     timer_create(CLOCK_MONOTONIC, SIGEV_THREAD_ID), one per thread
  *
- *   signal_floor SOURCE RATE_HZ LOOPS [THREADS]
+ *   signal_floor SOURCE RATE_HZ LOOPS [THREADS [PAIRS]]
  *
  * THREADS workers run the loop (the second one half of LOOPS, so the truth
  * is uneven and a source that misattributes shows it). Prints one line:
  *   <wall s> <process CPU s> then per worker: <thread CPU s> <wall s> <signals>
+ *
+ * With PAIRS (one worker): the loop is cut into 2*PAIRS chunks, the source
+ * disarmed in one chunk of each pair and armed in the other (order ABBA, so
+ * a drifting load cancels). Neighbouring chunks see the same machine load,
+ * which whole runs on a shared machine do not; one line per chunk:
+ *   chunk <armed 0|1> <thread CPU s> <process CPU s> <wall s> <signals>
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -48,6 +54,12 @@ static worker workers[MAX_WORKERS];
 static int nworkers;
 static pthread_barrier_t ready;
 static volatile int done;
+static int pairs;                   /* chunked mode when > 0 */
+static int perf_fd = -1;            /* this worker's source, to arm and disarm (chunked mode) */
+static timer_t posix_timer;
+static pthread_mutex_t arm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t arm_cv = PTHREAD_COND_INITIALIZER;
+static int tgkill_armed = 1;        /* the sampler thread idles (no wake-ups) while 0 */
 
 static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     (void)sig; (void)si; (void)uc;
@@ -72,6 +84,12 @@ static void *tgkill_thread(void *arg) {
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     while (!done) {
+        pthread_mutex_lock(&arm_mu);
+        if (!tgkill_armed) {
+            while (!tgkill_armed && !done) pthread_cond_wait(&arm_cv, &arm_mu);
+            clock_gettime(CLOCK_MONOTONIC, &next); /* deadlines restart at re-arming */
+        }
+        pthread_mutex_unlock(&arm_mu);
         next.tv_nsec += period_ns;
         while (next.tv_nsec >= 1000000000L) { next.tv_nsec -= 1000000000L; next.tv_sec++; }
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
@@ -92,6 +110,7 @@ static int start_perf(pid_t tid) {
     a.disabled = 1;
     int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, 0);
     if (fd < 0) return -1;
+    perf_fd = fd;
     struct f_owner_ex owner = {F_OWNER_TID, tid};
     if (fcntl(fd, F_SETOWN_EX, &owner) || fcntl(fd, F_SETSIG, SIGPROF) ||
         fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0))
@@ -105,10 +124,51 @@ static int start_posix(clockid_t clock, pid_t tid) {
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = SIGPROF;
     sev._sigev_un._tid = tid;
-    timer_t t;
-    if (timer_create(clock, &sev, &t)) return -1;
+    if (timer_create(clock, &sev, &posix_timer)) return -1;
     struct itimerspec its = {period_ts(), period_ts()};
-    return timer_settime(t, 0, &its, NULL);
+    return timer_settime(posix_timer, 0, &its, NULL);
+}
+
+static void set_itimer(int on) {
+    struct timeval p = {on ? period_ns / 1000000000L : 0, on ? period_ns % 1000000000L / 1000 : 0};
+    struct itimerval it = {p, p};
+    setitimer(ITIMER_PROF, &it, NULL);
+}
+
+/* Chunked mode: turn the one worker's source on or off between chunks. */
+static void arm(int on) {
+    if (!strcmp(source, "perf")) {
+        ioctl(perf_fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+    } else if (!strcmp(source, "thread") || !strcmp(source, "mono")) {
+        struct timespec zero = {0, 0};
+        struct itimerspec its = {on ? period_ts() : zero, on ? period_ts() : zero};
+        timer_settime(posix_timer, 0, &its, NULL);
+    } else if (!strcmp(source, "itimer")) {
+        set_itimer(on);
+    } else if (!strcmp(source, "tgkill")) {
+        pthread_mutex_lock(&arm_mu);
+        tgkill_armed = on;
+        pthread_cond_signal(&arm_cv);
+        pthread_mutex_unlock(&arm_mu);
+    }
+}
+
+static void chunks(worker *w) {
+    long per_chunk = w->loops / (2L * pairs);
+    for (int p = 0; p < pairs; p++) {
+        for (int k = 0; k < 2; k++) {
+            int on = (p % 2 == 0) ? k : !k; /* ABBA: off,on then on,off */
+            arm(on);
+            long r0 = received;
+            double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), p0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+            double t0 = clock_s(CLOCK_MONOTONIC);
+            volatile double x = 0;
+            for (long i = 0; i < per_chunk; i++) x += (double)i * 0.5;
+            printf("chunk %d %.9f %.9f %.9f %ld\n", on, clock_s(CLOCK_THREAD_CPUTIME_ID) - c0,
+                   clock_s(CLOCK_PROCESS_CPUTIME_ID) - p0, clock_s(CLOCK_MONOTONIC) - t0, received - r0);
+        }
+    }
+    arm(0);
 }
 
 /* Per-thread sources are armed by the worker itself, before the barrier. */
@@ -128,6 +188,10 @@ static void *work(void *arg) {
     w->tid = (pid_t)syscall(SYS_gettid);
     if (arm_for_this_thread(w->tid)) { perror(source); exit(3); }
     pthread_barrier_wait(&ready);
+    if (pairs) {
+        chunks(w);
+        return NULL;
+    }
     double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), t0 = clock_s(CLOCK_MONOTONIC);
     volatile double x = 0;
     for (long i = 0; i < w->loops; i++) x += (double)i * 0.5;
@@ -143,15 +207,17 @@ static void *work(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4 || argc > 5) {
-        fprintf(stderr, "usage: signal_floor none|perf|thread|itimer|tgkill|mono RATE_HZ LOOPS [THREADS]\n");
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: signal_floor none|perf|thread|itimer|tgkill|mono RATE_HZ LOOPS [THREADS [PAIRS]]\n");
         return 2;
     }
     source = argv[1];
     period_ns = 1000000000L / atol(argv[2]);
     long loops = atol(argv[3]);
-    nworkers = argc == 5 ? atoi(argv[4]) : 1;
+    nworkers = argc >= 5 ? atoi(argv[4]) : 1;
+    pairs = argc == 6 ? atoi(argv[5]) : 0;
     if (nworkers < 1 || nworkers > MAX_WORKERS) { fprintf(stderr, "THREADS: 1 or 2\n"); return 2; }
+    if (pairs < 0 || (pairs && nworkers != 1)) { fprintf(stderr, "PAIRS: with one thread only\n"); return 2; }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigprof;
@@ -176,13 +242,12 @@ int main(int argc, char **argv) {
     pthread_barrier_wait(&ready);
     double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_s(CLOCK_MONOTONIC);
     if (!strcmp(source, "itimer")) {
-        struct itimerval it = {{period_ns / 1000000000L, period_ns % 1000000000L / 1000},
-                               {period_ns / 1000000000L, period_ns % 1000000000L / 1000}};
-        if (setitimer(ITIMER_PROF, &it, NULL)) { perror("setitimer"); return 3; }
+        if (!pairs) set_itimer(1);
     } else if (!strcmp(source, "tgkill")) {
         pthread_create(&sampler, NULL, tgkill_thread, NULL);
     }
     for (int i = 0; i < nworkers; i++) pthread_join(threads[i], NULL);
+    if (pairs) return 0;
     double wall = clock_s(CLOCK_MONOTONIC) - t0, cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     printf("%.6f %.6f", wall, cpu);
     for (int i = 0; i < nworkers; i++)

@@ -240,7 +240,7 @@ def test_overhead_runner_quick(tmp_path):
 @pytest.mark.timeout(120)
 def test_signal_floor_bench_measures_each_source():
     proc = subprocess.run([sys.executable, str(OVERHEAD / "signal_floor.py"), "--rounds", "1", "--loops", "30000000",
-                           "--rates", "1000"], capture_output=True, text=True, timeout=110, cwd=REPO)
+                           "--rates", "1000", "--pairs", "3"], capture_output=True, text=True, timeout=110, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     rows = table_rows(proc.stdout)
     cost = {(r[0], r[2]): r for r in rows if len(r) == 8 and r[0] != "source"}
@@ -250,8 +250,8 @@ def test_signal_floor_bench_measures_each_source():
         assert row[1] == mode, row
         assert float(row[3]) > 50, row  # signals were delivered (tick-based timers top out at CONFIG_HZ)
         assert 0 < float(row[4]) < 1.5, row  # delivered/asked
-        assert re.match(r"^-?\d+$", row[5]) and re.match(r"^-?\d+$", row[6]), row  # ns per signal
-        assert re.match(r"^\d+\.\d{3}$", row[7]), row  # wall slowdown
+        assert re.match(r"^-?\d+$", row[5]) and re.match(r"^-?\d+$", row[7]), row  # ns per signal
+        assert re.match(r"^-?\d+\.\.-?\d+$", row[6]), row  # its spread over the chunk pairs
         acc = accuracy[(source, "1000")]
         assert 0 < float(acc[3]) < 1.5 and 0 < float(acc[4]) < 1.5, acc  # both threads got signals
     # perf_event is an hrtimer: it keeps 1 kHz of CPU time on any kernel we run on.
