@@ -236,9 +236,12 @@ def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: rando
     thread's extra CPU per signal minus the handler's share; handler: the
     core's `handler_ns` / signals; collector: the truestack-collector thread's
     CPU / samples; other threads: the native control thread (wall ticks,
-    CPU budget); total: all threads' extra CPU over the workload / samples
-    (start-up and shutdown excluded: they are the fixed cost).
+    CPU budget); supervisor: the `record` parent process receiving the
+    streamed profile; total: the extra CPU of all of these over the workload
+    / samples (start-up and shutdown excluded: they are the fixed cost).
     """
+    # At least ~1 s: the collector drains every 50 ms and a busy machine
+    # shrinks a calibrated workload (its start-up measured slow).
     make_importable()
     from truestack.model import load  # the bench interpreter's truestack, the one being measured
 
@@ -264,6 +267,7 @@ def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: rando
     interleave(configs, pairs, run, rng)
     plain_main = statistics.median([p["main_ns"] for p in probes["plain"]])
     plain_workload = statistics.median([workload_ns(p) for p in probes["plain"]])
+    plain_parent = statistics.median([p["parent_ns"] for p in probes["plain"]])  # the bench, waiting: ~0
     rows = []
     for config in configs[1:]:
         got = probes[config.label]
@@ -279,7 +283,8 @@ def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: rando
         rows.append([config.label, got[0]["timer"] if got else "-", f"{statistics.median(samples):.0f}",
                      f"{statistics.median([p['signal_delivery_ns'] for p in got]) / 1000:.1f}", delivered, handler,
                      per([p["collector_ns"] for p in got], samples), per([p["other_ns"] for p in got], samples),
-                     per([workload_ns(p) - plain_workload for p in got], samples)])
+                     per([p["parent_ns"] - plain_parent for p in got], samples),
+                     per([workload_ns(p) + p["parent_ns"] - plain_workload - plain_parent for p in got], samples)])
     return rows, {"program": program.name, "scale": scale, "probes": probes}
 
 
@@ -322,7 +327,8 @@ def main(argv: list[str] | None, programs: dict) -> int:
         rows, report["workloads"] = measure_workloads([programs[n] for n in names], configs, skipped, pairs,
                                                       seconds, workdir, rng)
         fixed_rows, report["fixed"] = measure_fixed_cost(fixed_pairs, workdir, rng)
-        split_rows, report["split"] = measure_split(programs[names[0]], min(seconds, 2.0), pairs, workdir, rng)
+        split_rows, report["split"] = measure_split(programs[names[0]], min(max(seconds, 1.0), 2.0), pairs,
+                                                    workdir, rng)
     print(f"\nEnd-to-end overhead (launch to exit), profiled / plain, median [min-max] of {pairs} interleaved pairs; "
           f"Python {platform.python_version()}; ~{seconds:g} s plain; {report['started']}\n")
     print(format_table(["workload", "configuration", "wall ratio", "CPU ratio"], rows))
@@ -331,7 +337,7 @@ def main(argv: list[str] | None, programs: dict) -> int:
     print(format_table(["command", "wall ms over plain", "spread ms", "CPU ms over plain"], fixed_rows, left=1))
     print(f"\nPer-sample cost split, µs, record at 1 kHz on {names[0]} (medians of {pairs} interleaved runs)\n")
     print(format_table(["config", "timer", "samples", "delivery (core est.)", "delivery (measured)", "handler",
-                        "collector", "other threads", "total per sample"], split_rows))
+                        "collector", "other threads", "supervisor", "total per sample"], split_rows))
     for label, reason in skipped.items():
         print(f"{label}: {reason}")
     if args.json:
