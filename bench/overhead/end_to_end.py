@@ -145,12 +145,19 @@ def interleave(configs: list[Config], rounds: int, run, rng: random.Random) -> d
         order = list(configs)
         rng.shuffle(order)
         for config in order:
-            try:
-                out[config.label].append(run(config))
-            except RuntimeError as exc:
-                print(f"  {config.label}: {exc}", file=sys.stderr)
-                out[config.label].append(None)
+            out[config.label].append(run_twice(run, config))
     return out
+
+
+def run_twice(run, config: Config) -> Timing | None:
+    # austin now and then fails to find the interpreter in a child started on
+    # a loaded machine; one failure is the peer's luck, two are reported.
+    for attempt in range(2):
+        try:
+            return run(config)
+        except RuntimeError as exc:
+            print(f"  {config.label}{' (retried)' if attempt else ''}: {exc}", file=sys.stderr)
+    return None
 
 
 def pair_ratios(runs: list[Timing | None], plain: list[Timing | None], attr: str) -> list[float]:

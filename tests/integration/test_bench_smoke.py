@@ -274,8 +274,8 @@ def test_overhead_end_to_end_quick(tmp_path):
     assert main[0][1].startswith("plain (") and main[0][2:] == ["1.000", "1.000"], main[0]
     assert [r[1] for r in main[1:]] == END_TO_END_CONFIGS
     for _workload, label, wall, cpu in main[1:]:
-        if label.startswith(("py-spy", "austin")) and wall == "not installed":
-            continue  # a missing peer is a column saying so, not a crash
+        if label.startswith(("py-spy", "austin")) and wall in ("not installed", "failed"):
+            continue  # a missing (or, on a loaded machine, flaky) peer is a row saying so, not a crash
         for cell in (wall, cpu):
             m = RATIO_CELL.match(cell)
             assert m, (label, cell)
