@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ACCURACY = HERE.parent / "accuracy"
 sys.path.insert(0, str(ACCURACY))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))  # signal_floor, when imported from elsewhere than run.py
 
 from tools import child_env, find_binary, rate_arg
 from truestack_path import make_importable
@@ -235,10 +236,12 @@ def measure_fixed_cost(pairs: int, workdir: Path, rng: random.Random) -> tuple[l
     return rows, {"plain_ms": plain_ms, "runs": {k: [vars(t) if t else None for t in v] for k, v in runs.items()}}
 
 
-def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: random.Random) -> tuple[list[list[str]], dict]:
+def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: random.Random,
+                  floor: dict[str, str]) -> tuple[list[list[str]], dict]:
     """Per-sample cost of record at 1 kHz, split by where it is spent.
 
-    kernel delivery: the core's own estimate (`signal_delivery_ns`, calibrated
+    kernel delivery: signal_floor's measurement on this machine (`floor`), the
+    core's own estimate (`signal_delivery_ns`, calibrated
     at start with self-sent signals, floor 10 us) and, independently, the main
     thread's extra CPU per signal minus the handler's share; handler: the
     core's `handler_ns` / signals; collector: the truestack-collector thread's
@@ -288,11 +291,36 @@ def measure_split(program, seconds: float, pairs: int, workdir: Path, rng: rando
         handler = per([p["handler_ns"] for p in got], signals)
         delivered = per([p["main_ns"] - plain_main - p["handler_ns"] for p in got], signals)
         rows.append([config.label, got[0]["timer"] if got else "-", f"{statistics.median(samples):.0f}",
-                     f"{statistics.median([p['signal_delivery_ns'] for p in got]) / 1000:.1f}", delivered, handler,
+                     f"{statistics.median([p['signal_delivery_ns'] for p in got]) / 1000:.1f}", floor[config.mode],
+                     delivered, handler,
                      per([p["collector_ns"] for p in got], samples), per([p["other_ns"] for p in got], samples),
                      per([p["parent_ns"] - plain_parent for p in got], samples),
                      per([workload_ns(p) + p["parent_ns"] - plain_workload - plain_parent for p in got], samples)])
     return rows, {"program": program.name, "scale": scale, "probes": probes}
+
+
+def floor_delivery(quick: bool) -> dict[str, str]:
+    """Kernel cost per signal on the signalled thread, µs, from signal_floor's chunked runs at 10 kHz
+    (the rate that resolves it best): perf for cpu mode, tgkill for wall mode. "-" without gcc."""
+    import shutil
+
+    import signal_floor  # beside this file
+
+    if shutil.which("gcc") is None:
+        return {"cpu": "-", "wall": "-"}
+    runs, loops = (1, 30_000_000) if quick else (3, 100_000_000)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = signal_floor.build(tmp)
+        for mode, source in (("cpu", "perf"), ("wall", "tgkill")):
+            try:
+                chunks = [c for _ in range(runs) for c in signal_floor.run_chunked(exe, source, 10000, loops, 10)]
+            except RuntimeError:
+                out[mode] = "-"
+                continue
+            row = signal_floor.cost_row(source, 10000, chunks)
+            out[mode] = f"{float(row[5]) / 1000:.1f}" if row[5].lstrip("-").isdigit() else "-"
+    return out
 
 
 def workload_ns(probe: dict) -> int:
@@ -334,8 +362,9 @@ def main(argv: list[str] | None, programs: dict) -> int:
         rows, report["workloads"] = measure_workloads([programs[n] for n in names], configs, skipped, pairs,
                                                       seconds, workdir, rng)
         fixed_rows, report["fixed"] = measure_fixed_cost(fixed_pairs, workdir, rng)
+        floor = floor_delivery(args.quick)
         split_rows, report["split"] = measure_split(programs[names[0]], min(max(seconds, 1.0), 2.0), pairs,
-                                                    workdir, rng)
+                                                    workdir, rng, floor)
     print(f"\nEnd-to-end overhead (launch to exit), profiled / plain, median [min-max] of {pairs} interleaved pairs; "
           f"Python {platform.python_version()}; ~{seconds:g} s plain; {report['started']}\n")
     print(format_table(["workload", "configuration", "wall ratio", "CPU ratio"], rows))
@@ -343,7 +372,8 @@ def main(argv: list[str] | None, programs: dict) -> int:
           f"(plain python {report['fixed']['plain_ms']:.0f} ms)\n")
     print(format_table(["command", "wall ms over plain", "spread ms", "CPU ms over plain"], fixed_rows, left=1))
     print(f"\nPer-sample cost split, µs, record at 1 kHz on {names[0]} (medians of {pairs} interleaved runs)\n")
-    print(format_table(["config", "timer", "samples", "delivery (core est.)", "delivery (measured)", "handler",
+    print(format_table(["config", "timer", "samples", "delivery (core est.)", "delivery (signal_floor)",
+                        "delivery (measured)", "handler",
                         "collector", "other threads", "supervisor", "total per sample"], split_rows))
     for label, reason in skipped.items():
         print(f"{label}: {reason}")

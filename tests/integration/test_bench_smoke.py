@@ -289,8 +289,9 @@ def test_overhead_end_to_end_quick(tmp_path):
     split = {r[0]: r for r in rows if r[0] in ("cpu @1k", "wall @1k")}
     assert set(split) == {"cpu @1k", "wall @1k"}
     for row in split.values():
-        samples, core_delivery, handler, collector = int(row[2]), float(row[3]), float(row[5]), float(row[6])
+        samples, core_delivery, handler, collector = int(row[2]), float(row[3]), float(row[6]), float(row[7])
         assert samples > 0 and core_delivery > 0 and handler > 0 and collector > 0, row
+        assert re.match(r"^(-?\d+\.\d|-)$", row[4]), row  # signal_floor's kernel cost (- without gcc)
     doc = json.loads(out_json.read_text())
     runs = doc["workloads"]["cpu_bound"]["runs"]
     for label in ("plain", "truestack cpu @100", "truestack cpu @1k", "truestack wall @1k"):
