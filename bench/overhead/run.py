@@ -18,6 +18,11 @@ separately.
 
     python bench/overhead/run.py [--quick] [--tools NAME ...] [--programs NAME ...]
                                  [--rates 100 1000 10000] [--reps N] [--seconds S] [--json PATH]
+
+`--end-to-end` measures instead what users measure, launch to exit with
+start-up left in, side by side with py-spy and austin (see end_to_end.py):
+
+    python bench/overhead/run.py --end-to-end [--quick] [--long] [--pairs N] [--json PATH]
 """
 from __future__ import annotations
 
@@ -125,6 +130,11 @@ def calibrate(program: Program, seconds: float, workdir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--end-to-end" in argv:
+        import end_to_end  # beside this file; its own options
+
+        return end_to_end.main(argv, programs())
     parser = argparse.ArgumentParser(description="profiler overhead: slowdown ratios vs unprofiled")
     parser.add_argument("--quick", action="store_true", help="1 rep, short programs (CI smoke setting)")
     parser.add_argument("--tools", nargs="+", help=f"tool labels or families (default: {' '.join(DEFAULT_TOOLS)})")

@@ -243,11 +243,60 @@ def test_overhead_runner_quick(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_signal_floor_bench_measures_each_source():
-    proc = subprocess.run([sys.executable, str(OVERHEAD / "signal_floor.py"), "--rounds", "1", "--loops", "30000000"],
-                          capture_output=True, text=True, timeout=110, cwd=REPO)
+    proc = subprocess.run([sys.executable, str(OVERHEAD / "signal_floor.py"), "--rounds", "1", "--loops", "30000000",
+                           "--rates", "1000", "--pairs", "3"], capture_output=True, text=True, timeout=110, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    rows = {(r[0], r[1]): r for r in table_rows(proc.stdout)[1:]}
-    for source in ("perf", "thread"):
-        row = rows[(source, "1000")]
-        assert re.match(r"^\d+\.\d{3}$", row[2]), row  # slowdown
-        assert float(row[3]) > 100, row  # signals were delivered
+    rows = table_rows(proc.stdout)
+    cost = {(r[0], r[2]): r for r in rows if len(r) == 8 and r[0] != "source"}
+    accuracy = {(r[0], r[2]): r for r in rows if len(r) == 6 and r[0] != "source"}
+    for source, mode in [("perf", "cpu"), ("thread", "cpu"), ("itimer", "cpu"), ("tgkill", "wall"), ("mono", "wall")]:
+        row = cost[(source, "1000")]
+        assert row[1] == mode, row
+        assert float(row[3]) > 50, row  # signals were delivered (tick-based timers top out at CONFIG_HZ)
+        assert 0 < float(row[4]) < 1.5, row  # delivered/asked
+        assert re.match(r"^-?\d+$", row[5]) and re.match(r"^-?\d+$", row[7]), row  # ns per signal
+        assert re.match(r"^-?\d+\.\.-?\d+$", row[6]), row  # its spread over the chunk pairs
+        acc = accuracy[(source, "1000")]
+        assert 0 < float(acc[3]) < 1.5 and 0 < float(acc[4]) < 1.5, acc  # both threads got signals
+    # perf_event is an hrtimer: it keeps 1 kHz of CPU time on any kernel we run on.
+    assert float(cost[("perf", "1000")][4]) > 0.8
+
+
+END_TO_END_CONFIGS = ["truestack cpu @100", "truestack cpu @1k", "truestack wall @1k", "py-spy @100", "py-spy @1k",
+                      "py-spy --idle @1k", "austin -s @100", "austin -s @1k", "austin @1k"]
+RATIO_CELL = re.compile(r"^(\d+\.\d{3}) \[(\d+\.\d{3})-(\d+\.\d{3})\]$")
+
+
+@pytest.mark.timeout(180)
+def test_overhead_end_to_end_quick(tmp_path):
+    out_json = tmp_path / "e2e.json"
+    proc = subprocess.run([sys.executable, str(OVERHEAD / "run.py"), "--end-to-end", "--quick", "--json", str(out_json)],
+                          capture_output=True, text=True, timeout=170, env=truestack_env(), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    rows = table_rows(proc.stdout)
+    main = [r for r in rows if len(r) == 4 and r[0] == "cpu_bound"]
+    assert main[0][1].startswith("plain (") and main[0][2:] == ["1.000", "1.000"], main[0]
+    assert [r[1] for r in main[1:]] == END_TO_END_CONFIGS
+    for _workload, label, wall, cpu in main[1:]:
+        if label.startswith(("py-spy", "austin")) and wall in ("not installed", "failed"):
+            continue  # a missing (or, on a loaded machine, flaky) peer is a row saying so, not a crash
+        for cell in (wall, cpu):
+            m = RATIO_CELL.match(cell)
+            assert m, (label, cell)
+            low, median, high = float(m[2]), float(m[1]), float(m[3])
+            assert 0 < low <= median <= high, (label, cell)
+    fixed = {r[0]: r for r in rows if r[0].startswith("record")}
+    assert set(fixed) == {"record -o x.tsp", "record (default .html)"}
+    for row in fixed.values():
+        # Importing and starting the profiler and writing a file cannot be free.
+        assert float(row[1]) > 0 and float(row[3]) > 0, row
+    split = {r[0]: r for r in rows if r[0] in ("cpu @1k", "wall @1k")}
+    assert set(split) == {"cpu @1k", "wall @1k"}
+    for row in split.values():
+        samples, core_delivery, handler, collector = int(row[2]), float(row[3]), float(row[6]), float(row[7])
+        assert samples > 0 and core_delivery > 0 and handler > 0 and collector > 0, row
+        assert re.match(r"^(-?\d+\.\d|-)$", row[4]), row  # signal_floor's kernel cost (- without gcc)
+    doc = json.loads(out_json.read_text())
+    runs = doc["workloads"]["cpu_bound"]["runs"]
+    for label in ("plain", "truestack cpu @100", "truestack cpu @1k", "truestack wall @1k"):
+        assert runs[label] and all(r is not None for r in runs[label]), label  # every truestack run succeeded
