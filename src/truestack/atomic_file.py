@@ -18,9 +18,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with open(full, "wb") as fh:
             fh.write(data)
         return
-    import tempfile  # here: its import (shutil, random, bz2, lzma) is start-up time for every caller
-
-    fd, tmp = tempfile.mkstemp(prefix=".truestack-", suffix=".tmp", dir=os.path.dirname(full))
+    fd, tmp = _new_temp_file(os.path.dirname(full))
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -30,6 +28,18 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _new_temp_file(directory: str) -> tuple[int, str]:
+    """A new file only this process can have opened (what tempfile.mkstemp does: O_EXCL, mode 0600),
+    without importing tempfile (shutil, random, bz2, lzma): `record` writes its output on this path."""
+    for _attempt in range(100):
+        path = os.path.join(directory, f".truestack-{os.getpid()}-{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no unused temporary file name in {directory}")
 
 
 def _new_file_mode(path: str) -> int:
