@@ -110,7 +110,7 @@ static int state_init(BreakState *self, PyObject *args, PyObject *kwds) {
 static PyMemberDef state_members[] = {
     {"enabled", T_BOOL, offsetof(BreakState, enabled), 0, "stops only while enabled"},
     {"temporary", T_BOOL, offsetof(BreakState, temporary), 0, "deleted at its first stop"},
-    {"hits", T_PYSSIZET, offsetof(BreakState, hits), 0, "times reached while enabled (as pdb counts)"},
+    {"hits", T_PYSSIZET, offsetof(BreakState, hits), 0, "times reached while enabled with the condition true"},
     {"ignore", T_PYSSIZET, offsetof(BreakState, ignore), 0, "stops still to skip"},
     {"op", T_INT, offsetof(BreakState, op), READONLY, "simple condition's comparison, -1 if none"},
     {"constant", T_OBJECT, offsetof(BreakState, constant), READONLY, NULL},
@@ -411,7 +411,9 @@ static int condition_value(Candidate *c, Where *w) {
     return COND_RAISED;
 }
 
-/* pdb's bdb.effective(): the first candidate that stops, or none.
+/* pdb's bdb.effective(), but a hit is counted only when the condition
+ * holds (or raised), as truestack always has: the first candidate that
+ * stops, or none.
  * *hit gets a new reference to its Breakpoint; *delete_ok says whether a
  * temporary breakpoint may go (not after a condition raised). */
 static int decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *delete_ok) {
@@ -422,7 +424,6 @@ static int decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int 
         Candidate *c = &ls->cands[i];
         BreakState *st = c->state;
         if (!st->enabled) continue;
-        st->hits++;
         int verdict = COND_TRUE;
         if (st->cond_code != NULL) {
             verdict = condition_value(c, w);
@@ -432,6 +433,7 @@ static int decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int 
             }
         }
         if (verdict == COND_FALSE) continue;
+        st->hits++;
         if (verdict == COND_TRUE && st->ignore > 0) {
             st->ignore--;
             continue;
