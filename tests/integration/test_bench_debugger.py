@@ -23,7 +23,7 @@ def test_debugger_bench_quick():
     assert set(rows) == {"0", "a", "b"}, result.stdout
     for ours, pdb in rows.values():
         assert ours > 0 and pdb > 0
-    version = "%d.%d" % sys.version_info[:2]
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert f"py{version} truestack" in result.stdout
     # the C fast path was in use (the test build requires the extension)
     assert "+C" in result.stdout, result.stdout

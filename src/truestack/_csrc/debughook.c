@@ -73,7 +73,10 @@ typedef struct {
 static Py_ssize_t extra_index = -1;
 static uint64_t generation = 1;
 static PyObject *classify_cb, *stop_cb, *report_cb, *disable_obj;
-static _Thread_local int classifying; /* the classify callback's own frames are never probed */
+static _Thread_local int classifying;
+/* How conditions were decided, for tests and `counters()`: in C from a fast
+ * local, by evaluating the code against the named locals, or against f_locals. */
+static Py_ssize_t n_simple, n_named_locals, n_f_locals; /* the classify callback's own frames are never probed */
 
 /* ----------------------------------------------------------- BreakState */
 
@@ -352,9 +355,11 @@ static PyObject *take_exception(void) {
  * or the frame's whole f_locals when that was asked for. New reference. */
 static PyObject *condition_locals(Candidate *c, Where *w) {
     if (c->local_refs == NULL || w->localsplus == NULL) {
+        n_f_locals++;
         PyFrameObject *f = where_frame(w);
         return f ? PyObject_GetAttrString((PyObject *)f, "f_locals") : NULL;
     }
+    n_named_locals++;
     PyObject *locals = PyDict_New();
     if (locals == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(c->local_refs);
@@ -385,7 +390,10 @@ static int condition_value(Candidate *c, Where *w) {
         PyObject *value = w->localsplus[c->slot];
         if (value != NULL) {
             int r = simple_holds(st, value);
-            if (r >= 0) return r;
+            if (r >= 0) {
+                n_simple++;
+                return r;
+            }
         }
     }
     int truth = -1;
@@ -660,7 +668,14 @@ static PyObject *thread_traced(PyObject *m, PyObject *unused) {
 #endif
 }
 
+static PyObject *counters(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+    return Py_BuildValue("{snsnsn}", "simple", n_simple, "named_locals", n_named_locals, "f_locals", n_f_locals);
+}
+
 static PyMethodDef methods[] = {
+    {"counters", counters, METH_NOARGS, "How conditions were decided so far: simple (in C), named_locals, f_locals."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(classify, stop, report, disable=None): the Python callbacks."},
     {"invalidate", invalidate, METH_NOARGS, "Breakpoints changed: every code record is asked again."},

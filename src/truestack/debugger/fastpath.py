@@ -63,9 +63,7 @@ class PyBreakState:
     ignore: int = 0
 
 
-def make_state(
-    cond_code: types.CodeType | None, op: int, constant: object, modulus: object, temporary: bool
-) -> State:
+def make_state(cond_code: types.CodeType | None, op: int, constant: object, modulus: object, temporary: bool) -> State:
     if hook is not None:
         state: State = hook.BreakState(cond_code, op, constant, modulus, temporary)
         return state
