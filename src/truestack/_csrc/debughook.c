@@ -502,23 +502,51 @@ typedef struct _PyInterpreterFrame EvalFrame;
 typedef PyFrameObject EvalFrame;
 #endif
 
+/* Does `code` hold a breakpoint? Keeps a pending exception (gen.throw()
+ * evaluates its frame with one set; a frame's result may be NULL). */
+static int watched_code(PyObject *code) {
+    if (code == NULL) return 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    CodeRecord *rec = NULL;
+    if (lookup(code, &rec) < 0) {
+        PyErr_WriteUnraisable(code);
+        rec = NULL;
+    }
+    PyErr_Restore(type, value, tb);
+    return rec != NULL;
+}
+
+/* The code of the frame this one returns to: the thread's current frame
+ * while the hook runs (the new frame is not linked in yet). */
+static PyObject *caller_code(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030B0000
+    struct _PyInterpreterFrame *caller = ts->cframe->current_frame;
+#else
+    PyFrameObject *caller = ts->frame;
+#endif
+    return caller ? (PyObject *)caller->f_code : NULL;
+}
+
 static PyObject *eval_hook(PyThreadState *ts, EvalFrame *frame, int throwflag) {
     Py_tracefunc prev = ts->c_tracefunc;
     /* Inside a trace callback (the debugger's shell), or someone else traces
      * this thread (stepping uses sys.settrace): stay out of the way. */
     if (ts->tracing || classifying || (prev != NULL && prev != trace_lines))
         return _PyEval_EvalFrameDefault(ts, frame, throwflag);
-    CodeRecord *rec = NULL;
-    if (lookup((PyObject *)frame->f_code, &rec) < 0) {
-        PyErr_WriteUnraisable((PyObject *)frame->f_code);
-        rec = NULL;
-    }
-    int watched = rec != NULL;
+    int watched = watched_code((PyObject *)frame->f_code);
     if (watched == (prev == trace_lines)) return _PyEval_EvalFrameDefault(ts, frame, throwflag);
+    PyObject *caller = caller_code(ts); /* borrowed: the caller outlives this call */
     Py_tracefunc want = watched ? trace_lines : NULL;
     switch_trace(ts, want);
     PyObject *result = _PyEval_EvalFrameDefault(ts, frame, throwflag);
-    if (ts->c_tracefunc == want) switch_trace(ts, prev); /* unless the debugger changed it meanwhile */
+    /* Back in the caller: trace it if its code holds a breakpoint (now; the
+     * debugger may have set one while this frame ran), unless the debugger
+     * switched tracing itself meanwhile (stepping). */
+    if (ts->c_tracefunc == want) {
+        Py_tracefunc after = watched_code(caller) ? trace_lines : NULL;
+        if (after != want) switch_trace(ts, after);
+    }
     return result;
 }
 #endif
