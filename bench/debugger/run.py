@@ -171,10 +171,10 @@ def main() -> int:
     print("slowdown = median(with) / median(without) per process, median over rounds")
     for python in pythons:
         print(f"python {versions[python]} ({python}): truestack backend {backends[python]}")
-    head = "".join(f"{'py' + versions[py] + ' truestack':>18}{'pdb':>8}" for py in pythons)
+    head = "".join(f"{'py' + versions[py] + ' truestack':>18}{'pdb':>10}" for py in pythons)
     print(f"{'case':<36}{head}")
     for case in CASES:
-        cells = "".join(f"{median[py, 'ts-' + case]:>17.2f}x{median[py, 'pdb-' + case]:>7.2f}x" for py in pythons)
+        cells = "".join(f"{median[py, 'ts-' + case]:>17.2f}x{median[py, 'pdb-' + case]:>9.2f}x" for py in pythons)
         print(f"{LABELS[case]:<36}{cells}")
     return 0
 
