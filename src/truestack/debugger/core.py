@@ -176,13 +176,19 @@ class Debugger:
         self.interaction(frame, Stop("breakpoint", breakpoint=bp))
 
     def claim_fast_path(self) -> None:
-        """Point the C fast path's callbacks at this debugger (one per process is active)."""
+        """Point the C fast path's callbacks at this debugger (one per process
+        is active) and make it re-read code records whose breakpoints changed."""
         hook = fastpath.hook
-        if hook is None or fastpath.owner is self:
+        if hook is None:
             return
-        disable = sys.monitoring.DISABLE if sys.version_info >= (3, 12) else None  # type: ignore[attr-defined, unused-ignore]
-        hook.configure(self.breaks.sites_for, self.stop_at_break, self._report_condition_error, disable)
-        fastpath.owner = self
+        if fastpath.owner is not self:
+            disable = sys.monitoring.DISABLE if sys.version_info >= (3, 12) else None  # type: ignore[attr-defined, unused-ignore]
+            hook.configure(self.breaks.sites_for, self.stop_at_break, self._report_condition_error, disable)
+            fastpath.owner = self
+            fastpath.breaks_version = self.breaks.version
+        elif fastpath.breaks_version != self.breaks.version:
+            hook.invalidate()
+            fastpath.breaks_version = self.breaks.version
 
     # ------------------------------------------------------ filtering
     def is_skipped(self, co_filename: str, user_only: bool) -> bool:

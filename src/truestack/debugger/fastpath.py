@@ -35,6 +35,7 @@ else:
         UNAVAILABLE = ""
 said_unavailable = False  # the fallback is announced once per process
 owner: object = None  # the Debugger the C module's callbacks point at
+breaks_version = -1  # its BreakpointTable.version the C records were built from
 
 
 class State(Protocol):

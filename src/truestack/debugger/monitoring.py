@@ -37,7 +37,6 @@ class MonitoringBackend:
         self.core = core
         self.tool: int | None = None
         self._local: dict[types.CodeType, int] = {}  # code -> local events we set
-        self._breaks_version = -1
         self._line_callback: object = None
 
     # ----------------------------------------------------------- set-up
@@ -116,11 +115,8 @@ class MonitoringBackend:
         """C decides breakpoint lines while nobody steps; Python when someone does."""
         hook = fastpath.hook
         callback: object = self._on_line
+        self.core.claim_fast_path()
         if hook is not None and not stepping:
-            self.core.claim_fast_path()
-            if self.core.breaks.version != self._breaks_version:
-                self._breaks_version = self.core.breaks.version
-                hook.invalidate()
             callback = hook.monitor_line
         if callback is not self._line_callback:
             mon.register_callback(self.tool, E.LINE, callback)

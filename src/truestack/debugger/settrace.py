@@ -49,7 +49,6 @@ class SettraceBackend:
     def __init__(self, core: Debugger) -> None:
         self.core = core
         self.installed = False  # our Python trace function is set
-        self._breaks_version = -1
         # The frame-evaluation hook exists up to 3.11 (3.12+ forced onto this backend goes without)
         self.hook = fastpath.hook if fastpath.hook is not None and fastpath.hook.HAS_HOOK else None
         self._wanted: dict[types.CodeType, bool] = {}
@@ -65,14 +64,10 @@ class SettraceBackend:
                 self.hook.uninstall()
             return
         hook = self.hook
-        if hook is None:
+        core.claim_fast_path()
+        if hook is None or not hook.install():  # no C module, or another tool's hook is in place
             self._python_trace(True, all_threads=True)
             return
-        core.claim_fast_path()
-        if core.breaks.version != self._breaks_version:
-            self._breaks_version = core.breaks.version
-            hook.invalidate()
-        hook.install()
         if threading.get_ident() in core.steps:
             self._python_trace(True)
             return
