@@ -12,7 +12,7 @@
  *   the probe (an inline co_extra read) and, on 3.11 only, the interpreter's
  *   own price for any PEP 523 hook: Python-to-Python calls are no longer
  *   inlined into one C frame (about 1.7x on a call-bound fib, nothing on
- *   code that does work per call). pydevd pays the same on 3.11.
+ *   code that does work per call).
  * - 3.12+: monitor_line, registered as the sys.monitoring LINE callback, so
  *   a breakpoint line's event is handled without a Python-level call.
  * - Both: the breakpoint decision itself (enabled, hit and ignore counts,
