@@ -80,6 +80,7 @@ static PyObject *classify_cb, *stop_cb, *report_cb, *disable_obj;
 /* How conditions were decided, for tests and `counters()`: in C from a fast
  * local, by evaluating the code against the named locals, or against f_locals. */
 static Py_ssize_t n_simple, n_named_locals, n_f_locals;
+static Py_ssize_t n_line_events; /* line events that reached C (trace_lines, monitor_line) */
 
 /* ----------------------------------------------------------- BreakState */
 
@@ -504,6 +505,7 @@ static int trace_lines(PyObject *obj, PyFrameObject *frame, int what, PyObject *
     (void)obj;
     (void)arg;
     if (what != PyTrace_LINE) return 0;
+    n_line_events++;
     CodeRecord *rec;
     if (lookup((PyObject *)frame_code(frame), &rec) < 0) return -1;
     LineSites *ls = sites_at(rec, frame->f_lineno); /* call_trace has just set f_lineno */
@@ -630,6 +632,7 @@ static PyObject *monitor_line(PyObject *m, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "monitor_line(code, line)");
         return NULL;
     }
+    n_line_events++;
     CodeRecord *rec;
     if (lookup(args[0], &rec) < 0) return NULL;
     int line = PyLong_AsInt(args[1]);
@@ -733,11 +736,13 @@ static PyObject *thread_traced(PyObject *m, PyObject *unused) {
 static PyObject *counters(PyObject *m, PyObject *unused) {
     (void)m;
     (void)unused;
-    return Py_BuildValue("{snsnsn}", "simple", n_simple, "named_locals", n_named_locals, "f_locals", n_f_locals);
+    return Py_BuildValue("{snsnsnsn}", "simple", n_simple, "named_locals", n_named_locals, "f_locals", n_f_locals,
+                         "line_events", n_line_events);
 }
 
 static PyMethodDef methods[] = {
-    {"counters", counters, METH_NOARGS, "How conditions were decided so far: simple (in C), named_locals, f_locals."},
+    {"counters", counters, METH_NOARGS,
+     "How conditions were decided so far (simple: in C, named_locals, f_locals), and line events seen in C."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(classify, stop, report, disable=None): the Python callbacks."},
     {"invalidate", invalidate, METH_NOARGS, "Breakpoints changed: every code record is asked again."},
