@@ -2,7 +2,11 @@
 
 Breakpoints are keyed by canonical file name and line, so they apply to every
 code object compiled from that file (including ones not created yet). Backends
-ask `code_has_breaks(code)` once per code object to decide whether to trace it.
+ask `code_has_breaks(code)` once per code object to decide whether to trace it;
+the C fast path asks `sites_for(code)` instead, once per code object and
+breakpoint change, and keeps the answer in the code object (debughook.c).
+Each breakpoint's counts and compiled condition live in its `state`, which
+both the C and the Python decision update (fastpath.py).
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ class Debugger:
         if self.skip_count > 0:
             self.skip_count -= 1
             return
-        if bp.temporary and delete_ok and bp.id in {b.id for b in self.breaks.all()}:
+        if bp.temporary and delete_ok and bp in self.breaks.all():  # not already gone (another thread)
             self.clear_break(bp.id)
             self.message(f"Deleted breakpoint {bp.id} at {bp.file}:{bp.line}")
         self.interaction(frame, Stop("breakpoint", breakpoint=bp))

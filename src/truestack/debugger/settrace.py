@@ -18,8 +18,9 @@ filtered by line cost little, and the stop itself is rare.
 Stepping (`step`, `next`, `return`, `until`, the entry stop) still uses a
 Python trace function in the stepping thread, as before: its global
 function answers 'call' events with the local tracer for code that holds a
-breakpoint or a frame the step waits for. Without the C module everything
-runs that way, with threading.settrace for new threads (the debugger says so).
+breakpoint or a frame the step waits for. Without the C module (the
+debugger says so), or when another tool already has a frame-evaluation hook,
+everything runs that way, with threading.settrace for new threads.
 """
 
 from __future__ import annotations
