@@ -30,7 +30,7 @@ NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", 
                   "safeload.c"]
 ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
                   "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
-DEBUGHOOK_SOURCES = ["debughook.c"]
+DEBUGHOOK_SOURCES = ["debughook.c", "debughook_records.c", "debughook_decide.c"]
 
 
 class OptionalBuildExt(build_ext):
