@@ -1,12 +1,16 @@
-"""Builds the two optional C extensions.
+"""Builds the three optional C extensions.
 
 - `truestack._native`: the sampler (signal handler, walker, ring, timers).
 - `truestack._oracle`: the validation oracle that checks the sampler's walker
   (`truestack validate`); it borrows the walker from `_native` at import.
+- `truestack._debughook`: the debugger's breakpoint fast path (a PEP 523
+  frame-evaluation hook on 3.10/3.11, the LINE callback on 3.12+, breakpoint
+  conditions and counts in C).
 
-Both are optional on purpose: if they cannot be compiled (no compiler, no
+All are optional on purpose: if they cannot be compiled (no compiler, no
 internal headers), the package still installs and truestack falls back to the
-pure-Python safepoint engine, saying so in every profile.
+pure-Python safepoint engine, saying so in every profile (and the debugger to
+its Python breakpoint path, saying so when a breakpoint is set).
 
 `TRUESTACK_TEST_BUILD=1` (the test matrix sets it) compiles the test hooks
 (walker fault injection) into the oracle and turns every warning into an
@@ -26,6 +30,7 @@ NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", 
                   "safeload.c"]
 ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
                   "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
+DEBUGHOOK_SOURCES = ["debughook.c", "debughook_records.c", "debughook_decide.c"]
 
 
 class OptionalBuildExt(build_ext):
@@ -91,6 +96,7 @@ def extension(name: str, sources: list[str]) -> Extension:
 
 
 setup(
-    ext_modules=[extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES)],
+    ext_modules=[extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES),
+                 extension("truestack._debughook", DEBUGHOOK_SOURCES)],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -1,4 +1,4 @@
-"""Smoke test: bench/debugger/run.py --quick runs and prints both cases for both debuggers."""
+"""Smoke test: bench/debugger/run.py --quick runs and prints every case for both debuggers."""
 from __future__ import annotations
 
 import re
@@ -17,9 +17,13 @@ def test_debugger_bench_quick():
     assert result.returncode == 0, result.stderr
     rows = {}
     for line in result.stdout.splitlines():
-        match = re.match(r"\((a|b)\) .*?\s([\d.]+)x\s+([\d.]+)x$", line)
+        match = re.match(r"\((0|a|b)\) .*?\s([\d.]+)x\s+([\d.]+)x$", line)
         if match:
             rows[match.group(1)] = (float(match.group(2)), float(match.group(3)))
-    assert set(rows) == {"a", "b"}, result.stdout
+    assert set(rows) == {"0", "a", "b"}, result.stdout
     for ours, pdb in rows.values():
         assert ours > 0 and pdb > 0
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"py{version} truestack" in result.stdout
+    # the C fast path was in use (the test build requires the extension)
+    assert "+C" in result.stdout, result.stdout

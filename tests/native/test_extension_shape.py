@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import REPO, truestack_env
 
 import truestack
-from truestack import _native, _oracle
+from truestack import _debughook, _native, _oracle
 from truestack.samples import FRAME_KINDS
 
 PACKAGE = Path(truestack.__file__).resolve().parent
@@ -38,6 +38,11 @@ def test_native_stub_names_match_the_module():
     assert module_names(_native) <= stub_names("_native")
     test_only = {n for n in stub_names("_native") if n.startswith(("_probe_", "_test_"))}
     assert stub_names("_native") - module_names(_native) <= test_only
+
+
+def test_debughook_stub_names_match_the_module():
+    assert module_names(_debughook) == stub_names("_debughook")
+    assert module_names(_debughook.BreakState) >= {"enabled", "temporary", "hits", "ignore", "op", "cond_code"}
 
 
 def test_oracle_stub_names_match_the_module():

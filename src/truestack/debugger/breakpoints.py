@@ -2,7 +2,11 @@
 
 Breakpoints are keyed by canonical file name and line, so they apply to every
 code object compiled from that file (including ones not created yet). Backends
-ask `code_has_breaks(code)` once per code object to decide whether to trace it.
+ask `code_has_breaks(code)` once per code object to decide whether to trace it;
+the C fast path asks `sites_for(code)` instead, once per code object and
+breakpoint change, and keeps the answer in the code object (debughook.c).
+Each breakpoint's counts and compiled condition live in its `state`, which
+both the C and the Python decision update (fastpath.py).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import os
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
+
+from .conditions import compile_condition, fast_slot, local_refs, simple_form
+from .fastpath import State, make_state
 
 
 class BreakpointError(Exception):
@@ -162,17 +168,79 @@ def resolve_function(
     return code
 
 
-@dataclass(eq=False)
+def _condition_state(cond: str | None, temporary: bool) -> State:
+    """Compile `cond` once and split off its simple form for the C side."""
+    if not cond:
+        return make_state(None, -1, None, None, temporary)
+    try:
+        cond_code = compile_condition(cond)
+    except SyntaxError as exc:
+        raise BreakpointError(f"bad condition {cond!r}: {exc.msg}") from None
+    simple = simple_form(cond)
+    if simple is None:
+        return make_state(cond_code, -1, None, None, temporary)
+    return make_state(cond_code, simple.op, simple.constant, simple.modulus, temporary)
+
+
 class Breakpoint:
-    id: int
-    file: str  # canonical
-    line: int
-    cond: str | None = None
-    temporary: bool = False
-    func: str | None = None  # label for function breakpoints
-    enabled: bool = True
-    hits: int = 0
-    cond_code: types.CodeType | None = field(default=None, repr=False)
+    """One breakpoint. Its counts and condition live in `state` (C-backed
+    when truestack._debughook loaded), which the fast path updates."""
+
+    def __init__(
+        self, id: int, file: str, line: int, cond: str | None = None, temporary: bool = False, func: str | None = None
+    ) -> None:
+        self.id = id
+        self.file = file  # canonical
+        self.line = line
+        self.func = func  # label for function breakpoints
+        self.cond = cond or None
+        self.state = _condition_state(cond, temporary)
+        self.simple = simple_form(cond) if cond else None
+
+    def set_condition(self, cond: str | None) -> None:
+        """Replace the condition (None: unconditional); counts carry over."""
+        old = self.state
+        state = _condition_state(cond, old.temporary)
+        state.enabled, state.hits, state.ignore = old.enabled, old.hits, old.ignore
+        self.cond, self.state = cond or None, state
+        self.simple = simple_form(cond) if cond else None
+
+    @property
+    def cond_code(self) -> types.CodeType | None:
+        return self.state.cond_code
+
+    @property
+    def temporary(self) -> bool:
+        return self.state.temporary
+
+    @property
+    def enabled(self) -> bool:
+        return self.state.enabled
+
+    @enabled.setter
+    def enabled(self, value: bool) -> None:
+        self.state.enabled = bool(value)
+
+    @property
+    def hits(self) -> int:
+        return self.state.hits
+
+    @property
+    def ignore(self) -> int:
+        return self.state.ignore
+
+    @ignore.setter
+    def ignore(self, value: int) -> None:
+        self.state.ignore = max(0, int(value))
+
+    def candidate_for(self, code: types.CodeType) -> tuple[State, Breakpoint, int, tuple[tuple[str, int], ...] | None]:
+        """What the C side needs to decide this breakpoint in frames of `code`:
+        the fast-local slot of the simple condition's name, and the slots of
+        the locals the full condition reads (None: use frame.f_locals)."""
+        slot = fast_slot(code, self.simple.name) if self.simple else -1
+        cond_code = self.state.cond_code
+        refs = local_refs(code, cond_code) if cond_code is not None else ()
+        return self.state, self, slot, refs
 
     def describe(self) -> str:
         where = f"{self.file}:{self.line}"
@@ -183,6 +251,9 @@ class Breakpoint:
             parts.append(f"if {self.cond}")
         return " ".join(parts)
 
+    def __repr__(self) -> str:
+        return f"<Breakpoint {self.id} {self.file}:{self.line}>"
+
 
 class BreakpointTable:
     def __init__(self) -> None:
@@ -191,6 +262,7 @@ class BreakpointTable:
         # raw co_filename -> {line: [Breakpoint]}; raw names avoid canonicalising on the hot path
         self._by_file: dict[str, dict[int, list[Breakpoint]]] = {}
         self._raw_names: dict[str, dict[int, list[Breakpoint]] | None] = {}
+        self.version = 0  # bumped when a breakpoint is added, removed or its condition changes
 
     def __bool__(self) -> bool:
         return bool(self._by_id)
@@ -214,12 +286,8 @@ class BreakpointTable:
         exact: bool = False,
     ) -> tuple[Breakpoint, int | None]:
         """Add a breakpoint; returns it and the requested line when it had to move."""
-        cond_code = None
         if cond:
-            try:
-                cond_code = compile(cond, "<condition>", "eval")
-            except SyntaxError as exc:
-                raise BreakpointError(f"bad condition {cond!r}: {exc.msg}") from None
+            _condition_state(cond, temporary)  # a bad condition fails before anything changes
         moved_from = None
         if not exact:
             lines = executable_lines(file)
@@ -230,12 +298,19 @@ class BreakpointTable:
                 if not later:
                     raise BreakpointError(f"no code at or after line {line} in {file}")
                 moved_from, line = line, later[0]
-        bp = Breakpoint(self._next_id, file, line, cond, temporary, func, cond_code=cond_code)
+        bp = Breakpoint(self._next_id, file, line, cond, temporary, func)
         self._next_id += 1
         self._by_id[bp.id] = bp
         self._by_file.setdefault(file, {}).setdefault(line, []).append(bp)
         self._raw_names.clear()
+        self.version += 1
         return bp, moved_from
+
+    def set_condition(self, bp_id: int, cond: str | None) -> Breakpoint:
+        bp = self.get(bp_id)
+        bp.set_condition(cond)
+        self.version += 1
+        return bp
 
     def remove(self, bp_id: int) -> Breakpoint:
         bp = self.get(bp_id)
@@ -247,6 +322,7 @@ class BreakpointTable:
             if not self._by_file[bp.file]:
                 del self._by_file[bp.file]
         self._raw_names.clear()
+        self.version += 1
         return bp
 
     def clear(self) -> None:
@@ -265,3 +341,14 @@ class BreakpointTable:
     def code_has_breaks(self, code: types.CodeType) -> bool:
         lines = self.lines_in(code.co_filename)
         return bool(lines) and not code_lines(code).isdisjoint(lines or ())
+
+    def sites_for(self, code: types.CodeType) -> dict[int, list[tuple[Any, ...]]] | None:
+        """The breakpoints on `code`'s lines, as the C side's classify callback
+        hands them over: {line: [candidate_for(code), ...]}, None if none."""
+        lines = self.lines_in(code.co_filename)
+        if not lines:
+            return None
+        hit = code_lines(code).intersection(lines)
+        if not hit:
+            return None
+        return {line: [bp.candidate_for(code) for bp in lines[line]] for line in hit}

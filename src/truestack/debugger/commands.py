@@ -43,6 +43,8 @@ _define("undisplay", "undisplay", r"(?:\d+)?")
 _define("q quit", "quit", None)
 _define("h help", "help", r"(?:\w+)?")
 _define("skip", "skip_breaks", _INT)
+_define("ignore", "ignore", r"\d+(?:\s+\d+)?")
+_define("condition", "condition", r"\d+(?:\s+.+)?")
 
 _LINE = re.compile(r"\s*(\w+)(?:\s+(.*?))?\s*$", re.S)
 
@@ -83,6 +85,8 @@ Short commands (anything else is Python; prefix with ! to force Python):
                      (no argument: list breakpoints)
   tbreak LOC   temporary breakpoint     cl [N ...] clear breakpoints (all if none)
   disable N    enable N                 skip N     ignore the next N breakpoint hits
+  ignore N [COUNT]   skip breakpoint N's next COUNT stops
+  condition N [COND] set (or without COND remove) breakpoint N's condition
   w            where (stack)            u [N] / d [N]  up / down the stack
   l [A[,B]]    list source              ll         whole current function
   p EXPR       print                    pp EXPR    pretty-print

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..own_files import is_own_file
+from . import fastpath
 from .breakpoints import (
     Breakpoint,
     BreakpointError,
@@ -105,6 +106,9 @@ class Debugger:
         bp, moved_from = self.breaks.add(resolve_file(file), int(line), cond, temporary, func)
         note = f" (line {moved_from} has no code; moved to line {bp.line})" if moved_from else ""
         self.message(bp.describe() + note)
+        if fastpath.UNAVAILABLE and not fastpath.said_unavailable:
+            fastpath.said_unavailable = True
+            self.message(fastpath.UNAVAILABLE)
         self.backend.refresh()
         return bp
 
@@ -132,24 +136,59 @@ class Debugger:
         self.breaks.clear()
         self.backend.refresh()
 
-    def _effective(self, frame: types.FrameType, candidates: list[Breakpoint]) -> Breakpoint | None:
-        for bp in candidates:
-            if not bp.enabled:
-                continue
-            if bp.cond_code is not None:
-                try:
-                    if not eval(bp.cond_code, frame.f_globals, frame.f_locals):
-                        continue
-                except Exception as exc:
-                    self.error(f"error in condition of breakpoint {bp.id} ({bp.cond}): {type(exc).__name__}: {exc}")
-            bp.hits += 1
-            if self.skip_count > 0:
-                self.skip_count -= 1
-                continue
-            if bp.temporary:
-                self.breaks.remove(bp.id)
-            return bp
-        return None
+    def set_condition(self, bp_id: int, cond: str | None) -> Breakpoint:
+        """pdb's `condition N [COND]`: replace or (None) remove the condition."""
+        bp = self.breaks.set_condition(bp_id, cond)
+        self.backend.refresh()
+        return bp
+
+    def set_ignore(self, bp_id: int, count: int) -> Breakpoint:
+        """pdb's `ignore N COUNT`: the next COUNT stops of breakpoint N are skipped."""
+        bp = self.breaks.get(bp_id)
+        bp.ignore = count
+        return bp
+
+    def _decide(self, frame: types.FrameType) -> tuple[Breakpoint, bool] | None:
+        """The breakpoint that stops `frame` at its current line, if any (see fastpath)."""
+        if fastpath.hook is not None:
+            self.claim_fast_path()
+            verdict: tuple[Breakpoint, bool] | None = fastpath.hook.check(frame)
+            return verdict
+        lines = self.breaks.lines_in(frame.f_code.co_filename)
+        candidates = lines.get(frame.f_lineno) if lines else None
+        if not candidates:
+            return None
+        return fastpath.decide_in_python(frame, [(bp.state, bp) for bp in candidates], self._report_condition_error)
+
+    def _report_condition_error(self, bp: Breakpoint, exc: BaseException) -> None:
+        self.error(f"error in condition of breakpoint {bp.id} ({bp.cond}): {type(exc).__name__}: {exc}")
+
+    def stop_at_break(self, frame: types.FrameType, bp: Breakpoint, delete_ok: bool) -> None:
+        """A breakpoint decided to stop (called by the C fast path too)."""
+        if self.quitting or getattr(self._tls, "busy", False):
+            return
+        if self.skip_count > 0:
+            self.skip_count -= 1
+            return
+        if bp.temporary and delete_ok and bp in self.breaks.all():  # not already gone (another thread)
+            self.clear_break(bp.id)
+            self.message(f"Deleted breakpoint {bp.id} at {bp.file}:{bp.line}")
+        self.interaction(frame, Stop("breakpoint", breakpoint=bp))
+
+    def claim_fast_path(self) -> None:
+        """Point the C fast path's callbacks at this debugger (one per process
+        is active) and make it re-read code records whose breakpoints changed."""
+        hook = fastpath.hook
+        if hook is None:
+            return
+        if fastpath.owner is not self:
+            disable = sys.monitoring.DISABLE if sys.version_info >= (3, 12) else None  # type: ignore[attr-defined, unused-ignore]
+            hook.configure(self.breaks.sites_for, self.stop_at_break, self._report_condition_error, disable)
+            fastpath.owner = self
+            fastpath.breaks_version = self.breaks.version
+        elif fastpath.breaks_version != self.breaks.version:
+            hook.invalidate()
+            fastpath.breaks_version = self.breaks.version
 
     # ------------------------------------------------------ filtering
     def is_skipped(self, co_filename: str, user_only: bool) -> bool:
@@ -196,15 +235,15 @@ class Debugger:
             return
         lines = self.breaks.lines_in(frame.f_code.co_filename)
         if lines and line in lines:
-            self.on_break_line(frame, lines[line])
+            self.on_break_line(frame)
 
-    def on_break_line(self, frame: types.FrameType, candidates: list[Breakpoint]) -> None:
-        """Fast path for backends: the line has breakpoints and no thread steps."""
+    def on_break_line(self, frame: types.FrameType) -> None:
+        """Backends' path when the line has breakpoints and no thread steps."""
         if self.quitting or getattr(self._tls, "busy", False):
             return
-        bp = self._effective(frame, candidates)
-        if bp is not None:
-            self.interaction(frame, Stop("breakpoint", breakpoint=bp))
+        verdict = self._decide(frame)
+        if verdict is not None:
+            self.stop_at_break(frame, *verdict)
 
     def _step_reached(self, st: StepState, frame: types.FrameType, line: int) -> bool:
         mode = st.mode

@@ -48,6 +48,8 @@ class Helpers:
         "display",
         "undisplay",
         "skip_breaks",
+        "ignore",
+        "condition",
         "exit",
         "help",
     )
@@ -144,6 +146,25 @@ class Helpers:
         """Enable breakpoint `bp_id` again."""
         self.shell.breaks.get(bp_id).enabled = True
         self.shell.message(f"Enabled breakpoint {bp_id}")
+
+    @_reports_errors
+    def ignore(self, bp_id: int, count: int = 0) -> None:
+        """Skip the next `count` stops of breakpoint `bp_id` (as pdb's ignore);
+        only reaches where its condition holds count down."""
+        bp = self.shell.set_ignore(bp_id, count)
+        if bp.ignore:
+            self.shell.message(f"Will ignore next {bp.ignore} crossing{'s' * (bp.ignore != 1)} of breakpoint {bp.id}.")
+        else:
+            self.shell.message(f"Breakpoint {bp.id} will stop the next time it is reached.")
+
+    @_reports_errors
+    def condition(self, bp_id: int, cond: str | None = None) -> None:
+        """Set breakpoint `bp_id`'s condition, or make it unconditional (no `cond`)."""
+        bp = self.shell.set_condition(bp_id, cond or None)
+        if bp.cond:
+            self.shell.message(f"New condition set for breakpoint {bp.id}: {bp.cond}")
+        else:
+            self.shell.message(f"Breakpoint {bp.id} is now unconditional.")
 
     def skip_breaks(self, count: int) -> None:
         """Do not stop at the next `count` breakpoint hits."""

@@ -7,6 +7,12 @@ DISABLEd, so a function without breakpoints costs nothing after its first
 call. Code objects with breakpoints get local LINE events, and lines without
 a breakpoint are DISABLEd too, so only breakpoint lines call back. Any change
 (new breakpoint, stepping) calls restart_events() to re-arm everything.
+
+While no thread steps, the LINE callback is truestack._debughook.monitor_line
+itself: a C function that finds the line's breakpoints in the code object's
+record, decides them (counts, simple conditions read from the fast locals,
+other conditions against just the locals they name) and calls Python only to
+stop. Stepping swaps the Python callback back in.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import sys
 import types
 from typing import TYPE_CHECKING
+
+from . import fastpath
 
 if TYPE_CHECKING:
     from .core import Debugger
@@ -29,6 +37,7 @@ class MonitoringBackend:
         self.core = core
         self.tool: int | None = None
         self._local: dict[types.CodeType, int] = {}  # code -> local events we set
+        self._line_callback: object = None
 
     # ----------------------------------------------------------- set-up
     def _acquire(self) -> None:
@@ -43,6 +52,7 @@ class MonitoringBackend:
         register(self.tool, E.PY_START, self._on_start)
         register(self.tool, E.PY_RESUME, self._on_start)
         register(self.tool, E.LINE, self._on_line)
+        self._line_callback = self._on_line
         register(self.tool, E.PY_RETURN, self._on_return)
         register(self.tool, E.PY_YIELD, self._on_yield)
         register(self.tool, E.PY_UNWIND, self._on_unwind)
@@ -57,6 +67,7 @@ class MonitoringBackend:
             mon.register_callback(tool, event, None)
         mon.free_tool_id(tool)
         self.tool = None
+        self._line_callback = None
 
     def refresh(self) -> None:
         """Bring enabled events in line with the breakpoints and stepping threads."""
@@ -74,6 +85,7 @@ class MonitoringBackend:
         if any(st.frame is not None for st in steps):
             events |= E.PY_UNWIND
         mon.set_events(self.tool, events)
+        self._choose_line_callback(bool(steps))
 
         wanted: dict[types.CodeType, int] = {}
         candidates = set(self._local)
@@ -99,6 +111,17 @@ class MonitoringBackend:
         self._local = wanted
         mon.restart_events()
 
+    def _choose_line_callback(self, stepping: bool) -> None:
+        """C decides breakpoint lines while nobody steps; Python when someone does."""
+        hook = fastpath.hook
+        callback: object = self._on_line
+        self.core.claim_fast_path()
+        if hook is not None and not stepping:
+            callback = hook.monitor_line
+        if callback is not self._line_callback:
+            mon.register_callback(self.tool, E.LINE, callback)
+            self._line_callback = callback
+
     # -------------------------------------------------------- callbacks
     def _on_start(self, code: types.CodeType, offset: int) -> object:
         if code not in self._local and self.core.code_wanted(code):
@@ -110,12 +133,11 @@ class MonitoringBackend:
         core = self.core
         if not core.steps:
             lines = core.breaks.lines_in(code.co_filename)
-            candidates = lines.get(line) if lines else None
-            if candidates is None:
+            if not lines or line not in lines:
                 # Safe to disable: no thread is stepping, and restart_events()
                 # re-arms this line when that changes.
                 return DISABLE
-            core.on_break_line(sys._getframe(1), candidates)
+            core.on_break_line(sys._getframe(1))
             return None
         core.on_line(sys._getframe(1), line)
         return None

@@ -1,10 +1,26 @@
 """settrace backend (3.10/3.11, or forced with TRUESTACK_DEBUG_BACKEND=settrace).
 
-The global trace function only answers 'call' events: it returns the local
-tracer for code objects that contain a breakpoint (cached per code object)
-or frames a stepping thread cares about, and None for everything else, so
-untouched functions pay one cheap call per invocation and no line events.
-Nothing is installed while no breakpoint exists and nobody steps.
+While only breakpoints exist, no Python trace function is installed at all:
+truestack._debughook installs a PEP 523 frame-evaluation hook that looks up
+each frame's code object in its per-code record (co_extra, filled once per
+code object by BreakpointTable.sites_for) and switches the thread's C trace
+function on only while a frame of breakpoint-holding code runs. Line events
+of that frame go to C, which decides the breakpoint (counts, simple
+conditions) and calls Python only to stop. Code without breakpoints runs
+untraced; the only cost left is the hook itself (one record probe per call,
+and on 3.11 the loss of inlined Python-to-Python calls).
+
+Why C tracing per frame rather than the hook calling a Python callback or
+setting f_trace: a Python call per frame of breakpoint code (the hot
+function, in the bad case) costs as much as settrace did; C line events
+filtered by line cost little, and the stop itself is rare.
+
+Stepping (`step`, `next`, `return`, `until`, the entry stop) still uses a
+Python trace function in the stepping thread, as before: its global
+function answers 'call' events with the local tracer for code that holds a
+breakpoint or a frame the step waits for. Without the C module (the
+debugger says so), or when another tool already has a frame-evaluation hook,
+everything runs that way, with threading.settrace for new threads.
 """
 
 from __future__ import annotations
@@ -15,6 +31,8 @@ import threading
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from . import fastpath
 
 if TYPE_CHECKING:
     from .core import Debugger
@@ -31,7 +49,9 @@ TraceFn = Callable[[types.FrameType, str, Any], "TraceFn | None"]
 class SettraceBackend:
     def __init__(self, core: Debugger) -> None:
         self.core = core
-        self.installed = False
+        self.installed = False  # our Python trace function is set
+        # The frame-evaluation hook exists up to 3.11 (3.12+ forced onto this backend goes without)
+        self.hook = fastpath.hook if fastpath.hook is not None and fastpath.hook.HAS_HOOK else None
         self._wanted: dict[types.CodeType, bool] = {}
         self._local = self._make_local()
         self._global = self._make_global()
@@ -40,16 +60,53 @@ class SettraceBackend:
         core = self.core
         self._wanted.clear()
         if not core.breaks and not core.steps:
+            self._python_trace(False)
+            if self.hook is not None:
+                self.hook.uninstall()
+            return
+        hook = self.hook
+        core.claim_fast_path()
+        if hook is None or not hook.install():  # no C module, or another tool's hook is in place
+            self._python_trace(True, all_threads=True)
+            return
+        if threading.get_ident() in core.steps:
+            self._python_trace(True)
+            return
+        self._python_trace(False)
+        # The hook sees a frame when it starts: frames already running code
+        # that now holds a breakpoint need their thread traced from here on.
+        running = []
+        for tid, top in sys._current_frames().items():
+            if tid in core.steps:
+                continue
+            frame: types.FrameType | None = top
+            while frame is not None:
+                if core.breaks.code_has_breaks(frame.f_code):
+                    running.append(tid)
+                    break
+                frame = frame.f_back
+        if running:
+            hook.trace_threads(running)
+
+    def _python_trace(self, on: bool, all_threads: bool = False) -> None:
+        """The Python trace function: in this thread (and new threads when
+        there is no hook), hooking frames that already run."""
+        core = self.core
+        if not on:
             if self.installed:
-                sys.settrace(None)
+                if sys.gettrace() is self._global:
+                    sys.settrace(None)
                 threading.settrace(None)  # type: ignore[arg-type, unused-ignore]  # typeshed <3.12 wants a callable
                 self.installed = False
             return
         self.installed = True
-        threading.settrace(self._global)
+        if all_threads:
+            threading.settrace(self._global)
         sys.settrace(self._global)
         # Frames already running never see a 'call' event again: hook them directly.
         for tid, top in sys._current_frames().items():
+            if not all_threads and tid != threading.get_ident():
+                continue
             frame: types.FrameType | None = top
             while frame is not None:
                 if frame.f_trace is None and core.frame_wanted(frame, tid):
@@ -91,10 +148,8 @@ class SettraceBackend:
                     on_line(frame, frame.f_lineno)
                 else:
                     lines = lines_in(frame.f_code.co_filename)
-                    if lines:
-                        candidates = lines.get(frame.f_lineno)
-                        if candidates is not None:
-                            on_break_line(frame, candidates)
+                    if lines and frame.f_lineno in lines:
+                        on_break_line(frame)
             elif event == "return" and steps:
                 back = frame.f_back
                 core.on_return(frame, arg, is_yield=_is_yield(frame))

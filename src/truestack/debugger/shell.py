@@ -317,6 +317,12 @@ class ConsoleDebugger(Debugger):
             h.undisplay(int(arg) if arg else None)
         elif name == "skip_breaks":
             h.skip_breaks(int(arg))
+        elif name == "ignore":
+            bp_id, _, count = arg.partition(" ")
+            h.ignore(int(bp_id), int(count.strip() or 0))
+        elif name == "condition":
+            bp_id, _, cond = arg.partition(" ")
+            h.condition(int(bp_id), cond.strip() or None)
         elif name == "help":
             h.help(getattr(h, arg) if arg in h.NAMES else None)
 
