@@ -7,12 +7,14 @@ part of `record`'s start-up).
 
 from __future__ import annotations
 
+from ..records import Record
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from ..target import Target
 
 
-class Plan:
+class Plan(Record):
     __slots__ = (
         "duration",
         "engine",
@@ -55,7 +57,3 @@ class Plan:
         self.include_idle = include_idle
         self.quiet = quiet
         self.top = top  # rows of the summary's method table
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Plan({fields})"
