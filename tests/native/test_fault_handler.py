@@ -46,6 +46,25 @@ def test_walker_faults_are_absorbed_after_faulthandler_is_toggled():
     assert "Fatal Python error" not in proc.stderr
 
 
+def test_a_walker_fault_caught_by_a_handler_installed_mid_walk_is_still_absorbed():
+    # faulthandler.enable() on another thread between our pre-walk check and
+    # a faulting load: faulthandler gets the fault, prints its report, puts
+    # ours back and re-raises. Before, ours took the re-raised signal for a
+    # foreign one and the process died of SIGSEGV (CI, 3.13, once).
+    proc = run("""
+        e = NativeCpuEngine(rate_hz=1000)
+        e.start()
+        e.stop()  # ours stays installed; no handler puts it back on top from here on
+        faulthandler.enable()  # on top of ours, as if it happened mid-walk
+        print("probe", _native._probe_guarded_load(), flush=True)
+        print("probe", _native._probe_guarded_load(), flush=True)  # faulthandler let go: ours alone
+        print("alive")
+    """)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stdout.splitlines() == ["probe (1, 1)", "probe (1, 1)", "alive"], proc.stdout
+    assert proc.stderr.count("Fatal Python error: Segmentation fault") == 1, proc.stderr[-3000:]
+
+
 def test_a_sent_sigsegv_is_not_swallowed():
     proc = run("""
         e = NativeCpuEngine(rate_hz=1000)

@@ -364,3 +364,41 @@ def test_thread_ids_of_threads_that_come_and_go_stay_right():
     """)
     assert out["wrong"] == 0, out
     assert out["checked"] == 200, out
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sub-interpreters have their own GIL from 3.12")
+def test_the_thread_list_is_read_under_its_own_lock_while_subinterpreters_churn():
+    # A thread holding a sub-interpreter's own GIL links and frees thread
+    # states of the main interpreter (3.13's cross-interpreter calls), so the
+    # main GIL does not keep that list still: walking it without the runtime's
+    # lock followed a freed thread state within seconds (SIGSEGV in CI).
+    out = run("""
+        if sys.version_info >= (3, 13):
+            import _interpreters as interpreters
+        else:
+            import _xxsubinterpreters as interpreters
+        stop, rounds = threading.Event(), [0]
+        def churn():
+            while not stop.is_set():
+                interp = interpreters.create()
+                try:
+                    interpreters.run_string(interp, "sum(range(1000))")
+                finally:
+                    interpreters.destroy(interp)
+                rounds[0] += 1
+        e = NativeWallEngine(rate_hz=1000)
+        e.start()
+        helpers = [threading.Thread(target=churn) for _ in range(2)]
+        for h in helpers:
+            h.start()
+        reads, end = 0, time.monotonic() + 6
+        while time.monotonic() < end:
+            _native.sync_threads(set())
+            reads += 1
+        stop.set()
+        for h in helpers:
+            h.join()
+        e.stop()
+        report(reads=reads, rounds=rounds[0])
+    """)
+    assert out["rounds"] >= 10 and out["reads"] >= 1000, out

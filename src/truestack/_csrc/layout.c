@@ -38,6 +38,23 @@ int ts_tstate_key_init(void) {
     return 0;
 }
 
+void ts_thread_list_lock(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    /* The public lock call: if it must wait, it lets go of our GIL meanwhile. */
+    PyMutex_Lock(&_PyRuntime.interpreters.mutex);
+#else
+    PyThread_acquire_lock(_PyRuntime.interpreters.mutex, WAIT_LOCK);
+#endif
+}
+
+void ts_thread_list_unlock(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyMutex_Unlock(&_PyRuntime.interpreters.mutex);
+#else
+    PyThread_release_lock(_PyRuntime.interpreters.mutex);
+#endif
+}
+
 int ts_layout_init(void) {
     ts_layout *L = &ts_L;
     memset(L, 0xff, sizeof *L); /* every offset -1 = absent unless set below */

@@ -179,7 +179,8 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    /* GIL held: one caller at a time. */
+    /* One caller at a time: the engine drains under its own lock (on 3.13 the
+     * thread-list lock may let go of the GIL while it waits). */
     static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS];
     static unsigned long idents[TS_MAX_THREADS], excluded[64];
     int nexcl = 0;
@@ -193,19 +194,24 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
         Py_DECREF(out);
         return NULL;
     }
-    /* Register from a snapshot taken before any Python call: a call may
-     * run other threads, and a thread state freed meanwhile must not be
-     * followed. The list built afterwards uses only the copies. */
+    /* Copy the list under its lock (see ts_thread_list_lock: the GIL is not
+     * enough), then register from the copies: a thread state freed since is
+     * never followed, only stored, and the control thread's remote walk
+     * checks it with guarded loads before trusting it. */
+    static PyThreadState *tstates[TS_MAX_THREADS];
     int nlive = 0;
+    ts_thread_list_lock();
     for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Main()); t && nlive < TS_MAX_THREADS;
          t = PyThreadState_Next(t)) {
         int tid = (int)tstate_tid(t), skip = 0;
         for (int j = 0; j < nexcl && !skip; j++) skip = excluded[j] == t->thread_id;
         if (tid <= 0 || skip) continue;
         live[nlive] = tid;
+        tstates[nlive] = t;
         idents[nlive++] = t->thread_id;
-        ts_register_thread(tid, t, t->thread_id);
     }
+    ts_thread_list_unlock();
+    for (int i = 0; i < nlive; i++) ts_register_thread(live[i], tstates[i], idents[i]);
     for (int i = 0; i < nlive; i++) {
         PyObject *ident = PyLong_FromUnsignedLong(idents[i]);
         if (!ident) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 _Atomic uint64_t ts_faults_absorbed;
 
@@ -43,6 +44,9 @@ _Atomic uint64_t ts_handler_reinstalls;
  * default action instead of a second forward, so it is reported exactly once.
  * initial-exec TLS: no allocation on first touch inside a handler. */
 static __thread int forwarding __attribute__((tls_model("initial-exec")));
+__thread int ts_loading __attribute__((tls_model("initial-exec")));
+/* Sent SIGSEGVs let through in a row while this thread sat in one load. */
+static __thread int bounced __attribute__((tls_model("initial-exec")));
 
 TS_SIGNAL_SAFE static int is_ours(const struct sigaction *sa);
 
@@ -63,6 +67,17 @@ TS_SIGNAL_SAFE static void on_fault(int sig, siginfo_t *si, void *ucv) {
     if (uc->uc_mcontext.gregs[REG_RIP] == (greg_t)(uintptr_t)ts_safe_load_insn) {
         uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)ts_safe_load_fixup;
         atomic_fetch_add_explicit(&ts_faults_absorbed, 1, memory_order_relaxed);
+        bounced = 0;
+        return;
+    }
+    /* A SIGSEGV this thread sent itself while it sits in a guarded load is
+     * that load's fault coming back: another handler (faulthandler, enabled
+     * between our check and the load) caught it first, put back the handler
+     * it had replaced (ours) and re-raised it. Returning lets the load run
+     * again and fault into ours. Bounded, in case that handler did not put
+     * ours back. */
+    if (ts_loading && si->si_code == SI_TKILL && si->si_pid == getpid() && bounced < 3) {
+        bounced++;
         return;
     }
 #endif

@@ -18,6 +18,10 @@ __attribute__((visibility("hidden"))) uint64_t ts_safe_load_asm(uintptr_t addr, 
 #define TS_HAVE_SAFE_LOAD 0
 #endif
 
+/* Non-zero while this thread is inside a guarded load (see on_fault in
+ * safeload.c). initial-exec TLS: a plain %fs-relative access, no allocation. */
+extern __thread int ts_loading __attribute__((tls_model("initial-exec")));
+
 /* Returns the 8-byte word at addr, or 0 with *fault = 1 when addr is
  * misaligned, in the first page, non-canonical, or unmapped. Once *fault
  * is set every further load returns 0, so callers check once at the end. */
@@ -28,7 +32,10 @@ TS_SIGNAL_SAFE static inline uint64_t ts_load(uintptr_t addr, int *fault) {
         return 0;
     }
 #if TS_HAVE_SAFE_LOAD
-    return ts_safe_load_asm(addr, fault);
+    ts_loading++;
+    uint64_t word = ts_safe_load_asm(addr, fault);
+    ts_loading--;
+    return word;
 #else
     /* No fault-tolerant load on this architecture: plausibility checks only. */
     return *(volatile uint64_t *)addr;

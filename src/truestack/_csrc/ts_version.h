@@ -61,4 +61,13 @@ int ts_layout_init(void);
 int ts_tstate_key_init(void);
 extern unsigned int ts_tstate_key;
 
+/* The runtime's lock over every interpreter's thread list (CPython's
+ * HEAD_LOCK). The main GIL does not guard the main interpreter's list: since
+ * 3.12 a thread holding a sub-interpreter's own GIL links and frees
+ * main-interpreter thread states (cross-interpreter calls), and on every
+ * version PyGILState_Ensure links one before it takes the GIL. Hold it only
+ * to copy fields out of the list: no Python API, no other lock inside. */
+void ts_thread_list_lock(void);
+void ts_thread_list_unlock(void);
+
 #endif
