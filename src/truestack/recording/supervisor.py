@@ -106,6 +106,8 @@ class _Supervisor:
                 if not eof:
                     self._read_available()
                 break
+        if not self.written and self.reader.ended:
+            self._write()  # its last bytes were read after its exit was seen: complete all the same
         if not self.written and self.reader.records:
             _note_how_it_ended(self.reader.profile, status, self.damaged is not None or self.reader.pending_bytes > 0)
             self._write()
