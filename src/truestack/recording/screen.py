@@ -179,6 +179,9 @@ class ScreenView:
         self._put(height - 1, "stopping the program…" if self.quitting else _HELP, width, curses.A_REVERSE)
         screen.refresh()
 
+    def _width(self) -> int:
+        return int(self.screen.getmaxyx()[1]) if self.screen is not None else 80
+
     def _put(self, y: int, text: str, width: int, attr: int) -> None:
         import curses
 
@@ -196,7 +199,7 @@ class ScreenView:
         if snapshot is None or table is None:
             return [*out, ("", 0), ("waiting for the first samples…", 0)]
         facts = header_facts(snapshot, table.profile.meta, self.refresher.cpu_percent)
-        out.append((" · ".join(facts), 0))
+        out.extend((line, 0) for line in _wrap(facts, " · ", self._width()))
         scope = (
             f"last {snapshot.window_s:.1f} s" if self.scope == "window" else f"since start ({snapshot.elapsed_s:.0f} s)"
         )
@@ -208,6 +211,17 @@ class ScreenView:
         name_width = max((len(r.name) for r in rows), default=8)
         out.extend((_row(r, self.scope, name_width), 0) for r in rows)
         return out
+
+
+def _wrap(parts: list[str], sep: str, width: int) -> list[str]:
+    """`parts` joined by `sep` on as few lines of `width` as they fit on (a part is never split)."""
+    out: list[str] = []
+    for part in parts:
+        if out and len(out[-1]) + len(sep) + len(part) < width:
+            out[-1] += sep + part
+        else:
+            out.append(part)
+    return out
 
 
 def _row(r: Line, scope: str, name_width: int) -> str:

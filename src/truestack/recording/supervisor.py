@@ -177,6 +177,9 @@ class _Supervisor:
     def _write(self) -> None:
         if self.live is not None:
             self.live.close(time.monotonic())
+        meta = self.reader.profile.meta
+        if self.quit_at is not None and (meta.interrupted or "").startswith("KeyboardInterrupt"):
+            meta.interrupted = "stopped from truestack top (q: SIGINT to the program)"
         self.written = True
         self.write_error = write_outputs(self.plan, self.reader.profile)
 
