@@ -11,7 +11,6 @@ import time
 
 import pexpect
 import pytest
-
 from conftest import run_truestack, truestack_env
 
 # Spends a fixed share of its CPU in `hot`, in small interleaved steps so any second of the run has
