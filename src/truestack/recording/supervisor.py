@@ -96,9 +96,9 @@ class _Supervisor:
         self.exit_fd = os.pidfd_open(child.pid)
 
     def run(self) -> int:
-        if self.live is not None:
-            self.live.open(self.reader.profile, self.child.pid, time.monotonic())
         try:
+            if self.live is not None:
+                self.live.open(self.reader.profile, self.child.pid, time.monotonic())
             return self._loop()
         finally:
             os.close(self.exit_fd)
