@@ -123,7 +123,7 @@ class BatchView:
         return None
 
     def step(self, now: float) -> bool:
-        if self.refresher.due(now):
+        if self.refresher.due(now) and not self.closed:
             self._print(now)
         return False
 

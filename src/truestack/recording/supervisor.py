@@ -73,7 +73,7 @@ def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], live: 
     if supervisor.reader.records == 0:
         return _nothing_recorded(status)
     if supervisor.quit_at is not None and status in _STOPPED_BY_QUIT:
-        return 1 if supervisor.write_error else 0
+        return 1 if supervisor.write_error or supervisor.view_error else 0
     if status < 0:
         _die_like(-status)
     return (status or 1) if supervisor.write_error else status
@@ -87,6 +87,7 @@ class _Supervisor:
     def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int], live: LiveView | None) -> None:
         self.plan, self.child, self.read_fd, self.watched, self.live = plan, child, read_fd, watched, live
         self.quit_at: float | None = None  # the live view's user quit
+        self.view_error: str | None = None  # the live view failed (and the program was stopped)
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
         self.written = False
@@ -168,7 +169,15 @@ class _Supervisor:
         now = time.monotonic()
         if self.reader.ended:
             self.live.close(now)  # sampling is over: the terminal is given back before the summary
-        elif self.live.step(now) and self.quit_at is None:
+            return
+        try:
+            quit = self.live.step(now)
+        except Exception as exc:  # a bug in the view must not cost the profile: stop as on quit, write it
+            self.live.close(now)
+            self.view_error = f"{type(exc).__name__}: {exc}"
+            sys.stderr.write(f"truestack: error: the live view failed ({self.view_error}); stopping the program\n")
+            quit = True
+        if quit and self.quit_at is None:
             self.quit_at = now
             if self.stop_asked_at is None:
                 self.stop_asked_at = now
@@ -179,7 +188,8 @@ class _Supervisor:
             self.live.close(time.monotonic())
         meta = self.reader.profile.meta
         if self.quit_at is not None and (meta.interrupted or "").startswith("KeyboardInterrupt"):
-            meta.interrupted = "stopped from truestack top (q: SIGINT to the program)"
+            why = "its live view failed" if self.view_error else "q"
+            meta.interrupted = f"stopped from truestack top ({why}: SIGINT to the program)"
         self.written = True
         self.write_error = write_outputs(self.plan, self.reader.profile)
 
