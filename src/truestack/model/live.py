@@ -169,16 +169,17 @@ class LiveTable:
 
     def _count(self, state: _Thread, samples: ThreadSamples, first: int, end: int) -> int:
         """Count samples[first:end] into the thread's window and cumulative counts; returns how many counted."""
-        weights, states = samples.weight_ns, samples.state
+        weights, states, stacks = samples.weight_ns, samples.state, samples.stack
         skip_idle = not self.include_idle and self.profile.meta.mode == "wall"
+        by_stack: dict[int, int] = {}  # the same stacks recur: add up per stack, then per function
         counted = 0
         for i in range(first, end):
-            stack = samples.stack[i]
             if skip_idle and states[i] == _IDLE:
                 self._idle_left_out += 1
                 continue
-            weight = weights[i] or 1
             counted += 1
+            by_stack[stacks[i]] = by_stack.get(stacks[i], 0) + (weights[i] or 1)
+        for stack, weight in by_stack.items():
             state.window_ns += weight
             state.cumulative_ns += weight
             if stack < 0:
