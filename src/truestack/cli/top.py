@@ -108,9 +108,15 @@ def make_view(args: argparse.Namespace, target: Target) -> LiveView:
     if not args.batch:
         from ..recording.screen import ScreenView, screen_problem
 
-        if screen_problem() is None:
+        problem = screen_problem()
+        if problem is not None and os.isatty(1):  # on a terminal the user expects the full screen: say why not
+            sys.stderr.write(f"truestack: note: {problem}; printing snapshots instead\n")
+        if problem is None:
             command = [target.name] if target.kind == "script" else ["-m", target.name]
-            return ScreenView(args.interval, args.sort, args.include_idle, shlex.join([*command, *target.args]))
+            try:
+                return ScreenView(args.interval, args.sort, args.include_idle, shlex.join([*command, *target.args]))
+            except OSError as exc:  # its temporary file for the program's output
+                raise UsageError(f"cannot start the full-screen view: {exc.strerror or exc}") from None
     return BatchView(args.interval, args.rows, args.sort, args.include_idle)
 
 
