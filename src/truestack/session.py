@@ -89,7 +89,8 @@ class ProfileSession:
                 continue
             frames = kept.get(sample.frames, _UNSEEN)
             if frames is _UNSEEN:
-                frames = None if _in_sampler(sample.frames) else sample.frames
+                frames = _without_thread_hook(sample.frames)
+                frames = None if _in_sampler(frames) else frames
                 if frames is not None and self._filter is not None:
                     frames = self._filter(frames)
                 if len(kept) >= _KEPT_LIMIT:
@@ -186,11 +187,28 @@ class ProfileSession:
 
 
 _SAMPLER_FILES = (own_path("sampler.py"), own_path("engines", ""))
+_THREAD_HOOK_FILE = own_path("engines", "native.py")
 
 
 def _in_sampler(frames: tuple[Frame, ...]) -> bool:
     """Samples of the sampler starting or stopping itself are its overhead, not the program."""
     return any(frame.file.startswith(_SAMPLER_FILES) for frame in frames)
+
+
+def _without_thread_hook(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The stack without the native engine's wrapper of `Thread._bootstrap_inner` (it registers each
+    `threading` thread), where the wrapper is running the thread: it sits under all of a thread's
+    frames and is neither the program nor the sampler's overhead (it made every sample of every
+    `threading` thread look like the sampler's own)."""
+    for i in range(len(frames) - 1):
+        hook, inner = frames[i], frames[i + 1]
+        if (
+            hook.file == _THREAD_HOOK_FILE
+            and hook.name.endswith("_bootstrap_inner")
+            and inner.name.endswith("_bootstrap_inner")
+        ):
+            return frames[:i] + frames[i + 1 :]
+    return frames
 
 
 def active_sessions() -> list[ProfileSession]:
