@@ -223,3 +223,16 @@ def test_bad_input_is_a_one_line_error(tmp_path, args, message):
     assert result.stderr.startswith("truestack: error:") and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr
     assert "ran" not in result.stdout
+
+
+def test_full_screen_ends_with_the_program_and_gives_its_status_and_output(tmp_script, tmp_path):
+    tmp_script("two.py", TWO + "raise SystemExit(3)\n")
+    screen = Screen(tmp_path, "two.py", "1.5")
+    screen.expect(rb"sort: own.*?zulu_heavy")
+    screen.wait_end()
+    assert screen.child.exitstatus == 3  # the program's own status, as under record
+    _assert_terminal_restored(screen)
+    text = screen.log.decode(errors="replace")
+    tail = text[text.rfind("\x1b[?1049l"):]
+    assert "program says hello" in tail and "program says bye" in tail  # shown once the view is gone
+    assert "zulu_heavy (two.py:2)" in tail  # the end summary
