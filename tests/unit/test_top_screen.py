@@ -101,13 +101,15 @@ def test_refresh_draws_header_and_rows_then_keys_resort_filter_pause_and_quit():
     assert "PAUSED" not in window.text() and "samples 15" in window.text()
     cleared = window.cleared
     window.keys = [curses.KEY_RESIZE]
-    window.size = (8, 40)  # smaller: every line cut to fit, the rows that do not fit left out
+    window.size = (16, 40)  # narrower: every line cut to fit
     try:
         view.step(3.1)
     finally:
         view.screen = None  # no real terminal to give back
     assert window.cleared == cleared + 1 and all(len(line) < 40 for line in window.text().splitlines())
-    assert max(window.lines) == 7  # the key help on the last line
+    assert max(window.lines) == 15  # the key help on the last line
+    assert [line.rsplit(" ", 1)[-1] for line in window.text().splitlines() if "_hot" in line or "_cold" in line] == [
+        "app/main.py:4", "app/main.py:8"]  # the locations kept whole
     view.screen = window
     window.keys = [ord("x"), ord("q")]
     assert view.step(3.2) is True and "stopping the program" in window.text()

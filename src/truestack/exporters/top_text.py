@@ -88,13 +88,19 @@ def table_lines(rows: list[Line], width: int = 0) -> list[str]:
     out = [COLUMNS]
     for r in rows:
         numbers = f"{r.own:6.1f} {r.total:6.1f} {r.cum_own:8.1f} {r.cum_total:8.1f}  "
-        text = f"{numbers}{r.name:<{name_width}}  {r.location}"
-        if width and len(text) > width:
-            room = width - len(numbers) - len(r.location) - 2
-            name = r.name if len(r.name) <= room else ("…" + r.name[-(room - 1) :] if room > 1 else "")
-            text = f"{numbers}{name}  {r.location}"[:width]
-        out.append(text)
+        out.append(fit_row(numbers, r.name, r.location, name_width, width))
     return out
+
+
+def fit_row(numbers: str, name: str, location: str, name_width: int, width: int = 0) -> str:
+    """`numbers`, the name padded to `name_width`, the location; cut to `width` (0: no limit) by
+    shortening the name from the left, so the location stays whole."""
+    if width:
+        name_width = max(min(name_width, width - len(numbers) - len(location) - 2), 0)
+    if len(name) > name_width:
+        name = "…" + name[-(name_width - 1) :] if name_width > 1 else ""
+    text = f"{numbers}{name:<{name_width}}  {location}"
+    return text[:width] if width else text
 
 
 def render_snapshot(

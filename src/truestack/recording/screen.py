@@ -21,7 +21,7 @@ import sys
 import tempfile
 from typing import Any
 
-from ..exporters.top_text import Line, header_facts, lines
+from ..exporters.top_text import Line, fit_row, header_facts, lines
 from ..model import Profile
 from ..model.live import SORT_KEYS, Snapshot
 from .live import Refresher
@@ -209,7 +209,8 @@ class ScreenView:
         out.append((f"{'OWN%':>6} {'TOTAL%':>6}  FUNCTION  FILE:LINE", curses.A_REVERSE))
         rows = lines(snapshot, self.sort, self.thread, self.scope)
         name_width = max((len(r.name) for r in rows), default=8)
-        out.extend((_row(r, self.scope, name_width), 0) for r in rows)
+        width = self._width() - 1  # curses cannot write the last column of the last line
+        out.extend((_row(r, self.scope, name_width, width), 0) for r in rows)
         return out
 
 
@@ -224,9 +225,9 @@ def _wrap(parts: list[str], sep: str, width: int) -> list[str]:
     return out
 
 
-def _row(r: Line, scope: str, name_width: int) -> str:
+def _row(r: Line, scope: str, name_width: int, width: int) -> str:
     own, total = (r.own, r.total) if scope == "window" else (r.cum_own, r.cum_total)
-    return f"{own:6.1f} {total:6.1f}  {r.name:<{name_width}}  {r.location}"
+    return fit_row(f"{own:6.1f} {total:6.1f}  ", r.name, r.location, name_width, width)
 
 
 def write_out(data: bytes) -> None:
