@@ -18,13 +18,13 @@ import sys
 
 from ..errors import UsageError
 from ..model.live import SORT_KEYS
-from ..recording.destination import check_output_path, resolve_format
+from ..recording.destination import check_format_dependencies, check_output_path, resolve_format
 from ..recording.launch import run_recording
 from ..recording.live import BatchView, LiveView
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, module_target, non_negative_int, positive_float, rate
+from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20
@@ -73,20 +73,14 @@ def make_plan(args: argparse.Namespace) -> Plan:
             "top --pid needs attaching to a running process, which is not available yet; "
             "run the program under `truestack top script.py` instead"
         )
-    script, module, target_args = _split_target(args)
+    script, module, target_args = split_target(args.module, args.target)
     if args.format and not args.output:
         raise UsageError("--format needs --output")
     fmt = "truestack"
     if args.output:
         check_output_path(args.output)
         fmt = resolve_format(args.format, args.output)
-        if fmt == "pprof":
-            from ..exporters.pprof import PprofUnavailable, message_classes
-
-            try:
-                message_classes()
-            except PprofUnavailable as exc:
-                raise UsageError(str(exc)) from None
+        check_format_dependencies(fmt)
     target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
     return Plan(
         target,
@@ -118,18 +112,6 @@ def make_view(args: argparse.Namespace, target: Target) -> LiveView:
             except OSError as exc:  # its temporary file for the program's output
                 raise UsageError(f"cannot start the full-screen view: {exc.strerror or exc}") from None
     return BatchView(args.interval, args.rows, args.sort, args.include_idle)
-
-
-def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:
-    module = module_target(args.module, args.target[0] if args.target else None)
-    if module is not None:
-        return None, module[0], module[1]
-    rest = list(args.target)
-    if rest and rest[0] == "--":
-        rest = rest[1:]
-    if not rest:
-        raise UsageError("no target: give a script path or -m MODULE")
-    return rest[0], None, rest[1:]
 
 
 def run(args: argparse.Namespace) -> int:
