@@ -103,8 +103,8 @@ def test_batch_snapshots_give_the_hot_functions_measured_share(tmp_script, tmp_p
         # window the machine's load left with fewer than 600 samples (sd > 1.8) is too noisy to hold to 5.
         if int(header.group(3).replace(",", "")) >= 600:
             assert abs(own - measured) <= 5, (header.group(0), rows["hot"], measured)
-        assert own == total  # a leaf: its own time is its total
-        assert rows["<module>"][1] == pytest.approx(100.0, abs=0.2)
+        assert total - own <= 1  # a leaf (but for the odd sample in a C call it makes)
+        assert rows["<module>"][1] >= 98  # under every stack but the odd empty one (no frames)
     # Snapshots come once an interval, the elapsed time growing by about that much.
     elapsed = [float(h.group(1)) for h, _ in full]
     assert all(0.4 <= b - a <= 2.0 for a, b in zip(elapsed, elapsed[1:])), elapsed
