@@ -66,3 +66,17 @@ def module_target(module: list[str] | None, script: str | None) -> tuple[str, li
     if script is not None:
         raise UsageError("give either a script or -m MODULE, not both")
     return module[0], list(module[1:])
+
+
+def split_target(module: list[str] | None, target: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """(script, module, args) from `-m MODULE [args]` or the remaining `script.py [args]` (a leading
+    `--` dropped); UsageError when neither was given."""
+    found = module_target(module, target[0] if target else None)
+    if found is not None:
+        return None, found[0], found[1]
+    rest = list(target)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if not rest:
+        raise UsageError("no target: give a script path or -m MODULE")
+    return rest[0], None, rest[1:]

@@ -16,12 +16,17 @@ import os
 
 from .. import exporters
 from ..errors import UsageError
-from ..recording.destination import check_output_path, default_output_name, resolve_format
+from ..recording.destination import (
+    check_format_dependencies,
+    check_output_path,
+    default_output_name,
+    resolve_format,
+)
 from ..recording.launch import run_recording
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, module_target, non_negative_int, positive_float, rate
+from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -82,11 +87,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def make_plan(args: argparse.Namespace) -> Plan:
     """Check everything the user gave, before the program runs."""
-    script, module, target_args = _split_target(args)
+    script, module, target_args = split_target(args.module, args.target)
     if args.output:
         check_output_path(args.output)  # a directory or unwritable place first: that is the user's real mistake
     fmt = resolve_format(args.format, args.output)
-    _check_format_dependencies(fmt)
+    check_format_dependencies(fmt)
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
     # A module is found in the program's process: finding it imports its
@@ -109,29 +114,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
     )
-
-
-def _check_format_dependencies(fmt: str) -> None:
-    """Load what writing `fmt` needs now: an optional package found missing after the run would cost the run."""
-    if fmt == "pprof":
-        from ..exporters.pprof import PprofUnavailable, message_classes
-
-        try:
-            message_classes()
-        except PprofUnavailable as exc:
-            raise UsageError(str(exc)) from None
-
-
-def _split_target(args: argparse.Namespace) -> tuple[str | None, str | None, list[str]]:
-    module = module_target(args.module, args.target[0] if args.target else None)
-    if module is not None:
-        return None, module[0], module[1]
-    rest = list(args.target)
-    if rest and rest[0] == "--":
-        rest = rest[1:]
-    if not rest:
-        raise UsageError("no target: give a script path or -m MODULE")
-    return rest[0], None, rest[1:]
 
 
 def run(args: argparse.Namespace) -> int:

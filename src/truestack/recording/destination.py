@@ -30,6 +30,17 @@ def resolve_format(fmt: str | None, output: str | None) -> str:
     return fmt
 
 
+def check_format_dependencies(fmt: str) -> None:
+    """Load what writing `fmt` needs now: an optional package found missing after the run would cost the run."""
+    if fmt == "pprof":
+        from ..exporters.pprof import PprofUnavailable, message_classes
+
+        try:
+            message_classes()
+        except PprofUnavailable as exc:
+            raise UsageError(str(exc)) from None
+
+
 def check_output_path(path: str) -> None:
     """Raise UsageError unless `path` can be written; leaves no trace behind."""
     full = os.path.abspath(path)

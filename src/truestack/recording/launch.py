@@ -20,14 +20,17 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import NoReturn
 
+    from .live import LiveView
     from .plan import Plan
 
 # Sent to the recorder by another process, these are passed on to the program (see supervisor.py).
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-def run_recording(plan: Plan) -> NoReturn:
+def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     """Run the plan's program in a child process, write its profile, and exit with the program's status.
+
+    `live` (`truestack top`) watches the profile as it grows (see `supervisor.supervise`).
 
     This process ends with `os._exit` once its output is flushed: it ran no user
     code, and an interpreter's orderly finalisation would only add to the run's time.
@@ -41,6 +44,8 @@ def run_recording(plan: Plan) -> NoReturn:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
+        if live is not None:
+            live.prepare_child()
         from .child import run_forked
 
         run_forked(plan, write_fd)  # never returns
@@ -50,9 +55,12 @@ def run_recording(plan: Plan) -> NoReturn:
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     from .supervisor import supervise
 
-    status = supervise(plan, Child(pid), read_fd, watched)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    status = supervise(plan, Child(pid), read_fd, watched, live)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105  # contextlib is not loaded here otherwise (start-up time)
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away (`truestack top | head`)
+            pass
     os._exit(status & 0xFF)
 
 

@@ -36,28 +36,44 @@ from ..model.stream import ProfileStreamReader, StreamError
 from .launch import Child
 from .plan import Plan
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .live import LiveView
+
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
 _STOP_GRACE_S = 1.0  # SIGINT/SIGTERM: the profile is written within this, finished or not
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How a program ends when a live view's user quits: KeyboardInterrupt (130), the SIGINT itself, or the kill.
+_STOPPED_BY_QUIT = (130, -signal.SIGINT, -signal.SIGKILL)
 
 
-def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int]) -> int:
+def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], live: LiveView | None = None) -> int:
     """Read the forked program's stream, pass signals on, write its profile; return its exit status.
 
     `watched` are the signals `launch` blocked at the fork, to be taken here with sigtimedwait.
+    `live` (`truestack top`) is shown the profile as it grows; it is closed before the profile is
+    written, and on the way out whatever happens. When its user quits, the program is stopped as
+    by a SIGINT sent to the recorder, then killed if it has not finished its profile within a
+    second; the exit status is then 0 if it ended by that stop.
     """
     _import_writers(plan)  # here, while the program runs, not after it
-    supervisor = _Supervisor(plan, child, read_fd, watched)
+    supervisor = _Supervisor(plan, child, read_fd, watched, live)
     try:
         status = supervisor.run()
     finally:
+        if live is not None:
+            live.close(time.monotonic())
         os.close(read_fd)
         if child.poll() is None:
             child.kill()  # only when the recorder itself failed
+        if live is not None:
+            live.finish()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
     if supervisor.reader.records == 0:
         return _nothing_recorded(status)
+    if supervisor.quit_at is not None and status in _STOPPED_BY_QUIT:
+        return 1 if supervisor.write_error or supervisor.view_error else 0
     if status < 0:
         _die_like(-status)
     return (status or 1) if supervisor.write_error else status
@@ -68,8 +84,10 @@ class _Supervisor:
     child says it is complete (so `--duration` writes before the program is stopped),
     else when the child is gone."""
 
-    def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int]) -> None:
-        self.plan, self.child, self.read_fd, self.watched = plan, child, read_fd, watched
+    def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int], live: LiveView | None) -> None:
+        self.plan, self.child, self.read_fd, self.watched, self.live = plan, child, read_fd, watched, live
+        self.quit_at: float | None = None  # the live view's user quit
+        self.view_error: str | None = None  # the live view failed (and the program was stopped)
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
         self.written = False
@@ -80,6 +98,8 @@ class _Supervisor:
 
     def run(self) -> int:
         try:
+            if self.live is not None:
+                self.live.open(self.reader.profile, self.child.pid, time.monotonic())
             return self._loop()
         finally:
             os.close(self.exit_fd)
@@ -89,6 +109,7 @@ class _Supervisor:
         while True:
             eof = self._wait(eof)
             self._take_signals()
+            self._step_live()
             if self.reader.ended and not self.written:
                 self._write()
             elif (
@@ -101,6 +122,8 @@ class _Supervisor:
                     "SIGINT/SIGTERM; the profile covers the run up to then",
                 )
                 self._write()
+                if self.quit_at is not None:
+                    self.child.kill()  # the user quit and the program did not stop: it is not waited for
             status = self.child.poll()
             if status is not None:
                 if not eof:
@@ -116,6 +139,9 @@ class _Supervisor:
     def _wait(self, eof: bool) -> bool:
         """Wait up to one poll interval for data or the child's exit; read what came. True at end of stream."""
         fds = [self.exit_fd] if eof else [self.read_fd, self.exit_fd]
+        key_fd = self.live.fileno() if self.live is not None else None
+        if key_fd is not None:
+            fds.append(key_fd)
         ready, _, _ = select.select(fds, [], [], _POLL_S)
         if not eof and self.read_fd in ready:
             return self._read_once()
@@ -139,7 +165,33 @@ class _Supervisor:
                 self.damaged = str(exc)  # keep what arrived before the damage
         return False
 
+    def _step_live(self) -> None:
+        if self.live is None:
+            return
+        now = time.monotonic()
+        if self.reader.ended:
+            self.live.close(now)  # sampling is over: the terminal is given back before the summary
+            return
+        try:
+            quit = self.live.step(now)
+        except Exception as exc:  # a bug in the view must not cost the profile: stop as on quit, write it
+            self.live.close(now)
+            self.view_error = f"{type(exc).__name__}: {exc}"
+            sys.stderr.write(f"truestack: error: the live view failed ({self.view_error}); stopping the program\n")
+            quit = True
+        if quit and self.quit_at is None:
+            self.quit_at = now
+            if self.stop_asked_at is None:
+                self.stop_asked_at = now
+            self.child.send_signal(signal.SIGINT)
+
     def _write(self) -> None:
+        if self.live is not None:
+            self.live.close(time.monotonic())
+        meta = self.reader.profile.meta
+        if self.quit_at is not None and (meta.interrupted or "").startswith("KeyboardInterrupt"):
+            why = "its live view failed" if self.view_error else "q"
+            meta.interrupted = f"stopped from truestack top ({why}: SIGINT to the program)"
         self.written = True
         self.write_error = write_outputs(self.plan, self.reader.profile)
 
@@ -205,7 +257,8 @@ def _import_writers(plan: Plan) -> None:
     from .. import exporters
     from . import output  # noqa: F401
 
-    importlib.import_module(f"{exporters.__name__}.{exporters.FORMATS[plan.fmt].module}")
+    if plan.output:
+        importlib.import_module(f"{exporters.__name__}.{exporters.FORMATS[plan.fmt].module}")
     if not plan.quiet:
         importlib.import_module(f"{exporters.__name__}.summary")
 
@@ -218,11 +271,12 @@ def write_outputs(plan: Plan, profile: Profile) -> str | None:
     view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
     # A .tsp keeps idle samples; the summary shows what other formats would.
     shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if plan.fmt == "truestack" else view
-    error = export_and_write(view, plan.fmt, plan.output)
+    # No output (`top` without --output): the summary only.
+    error = export_and_write(view, plan.fmt, plan.output) if plan.output else None
     if plan.quiet:
         return error
     # Absolute: unambiguous wherever the program or the user went meanwhile.
-    outputs = [] if error else [f"{plan.output} ({plan.fmt})"]
+    outputs = [] if error or not plan.output else [f"{plan.output} ({plan.fmt})"]
     try:
         sys.stderr.write(render_summary(shown, top=plan.top, outputs=outputs))
     except Exception as exc:  # the profile is written; the summary is a courtesy
