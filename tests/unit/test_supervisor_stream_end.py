@@ -45,7 +45,7 @@ def test_a_stream_that_ends_after_the_exit_is_seen_is_written_as_complete(monkey
     try:
         os.write(write_fd, head)
         child = _ExitsAfterLastWrite(sleeper.pid, write_fd, tail)
-        supervisor = _Supervisor(plan=None, child=child, read_fd=read_fd, watched=[])  # type: ignore[arg-type]
+        supervisor = _Supervisor(plan=None, child=child, read_fd=read_fd, watched=[], live=None)  # type: ignore[arg-type]
         written = []
 
         def write() -> None:  # what _write keeps, without the output files
