@@ -193,6 +193,17 @@ def _in_sampler(frames: tuple[Frame, ...]) -> bool:
     return any(frame.file.startswith(_SAMPLER_FILES) for frame in frames)
 
 
+def _forget_sessions_in_forked_child() -> None:
+    """A forked child inherits the parent's list of sessions, but none of them samples there
+    (the engine stopped at the fork): a session started in the child gets its own sampler."""
+    global _active_lock
+    _active_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _active.clear()
+
+
+os.register_at_fork(after_in_child=_forget_sessions_in_forked_child)
+
+
 def active_sessions() -> list[ProfileSession]:
     """The sessions sampling now (markers go to each)."""
     with _active_lock:

@@ -34,6 +34,12 @@ def run_recording(plan: Plan) -> NoReturn:
     """
     import truestack.model.stream  # noqa: F401  # both processes need the model: import it once, before the fork
 
+    tree = None
+    if plan.subprocesses:  # the socket and the environment exist before the program can start a child
+        from .tree import ProcessTree
+
+        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth)
+        tree.export_environment()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()  # nothing buffered here may be written twice
     sys.stderr.flush()
@@ -41,16 +47,20 @@ def run_recording(plan: Plan) -> NoReturn:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
+        follow = None
+        if tree is not None:
+            follow = tree.config_text
+            tree.close_in_program()
         from .child import run_forked
 
-        run_forked(plan, write_fd)  # never returns
+        run_forked(plan, write_fd, follow)  # never returns
     os.close(write_fd)
     # Blocked at once: a signal meant for the recorder must not end it while it imports the rest.
     watched = [int(s) for s in FORWARDED_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     from .supervisor import supervise
 
-    status = supervise(plan, Child(pid), read_fd, watched)
+    status = supervise(plan, Child(pid), read_fd, watched, tree)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status & 0xFF)

@@ -32,9 +32,14 @@ import sys
 import time
 
 from ..model import Profile
+from ..model.processes import ProcessInfo
 from ..model.stream import ProfileStreamReader, StreamError
 from .launch import Child
 from .plan import Plan
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .tree import ProcessTree
 
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
@@ -42,19 +47,22 @@ _STOP_GRACE_S = 1.0  # SIGINT/SIGTERM: the profile is written within this, finis
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int]) -> int:
+def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], tree: ProcessTree | None = None) -> int:
     """Read the forked program's stream, pass signals on, write its profile; return its exit status.
 
     `watched` are the signals `launch` blocked at the fork, to be taken here with sigtimedwait.
+    `tree` (--subprocesses) reads the streams of the program's child processes as well.
     """
     _import_writers(plan)  # here, while the program runs, not after it
-    supervisor = _Supervisor(plan, child, read_fd, watched)
+    supervisor = _Supervisor(plan, child, read_fd, watched, tree)
     try:
         status = supervisor.run()
     finally:
         os.close(read_fd)
         if child.poll() is None:
             child.kill()  # only when the recorder itself failed
+        if tree is not None:
+            tree.remove()  # nothing left behind
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
     if supervisor.reader.records == 0:
         return _nothing_recorded(status)
@@ -68,8 +76,10 @@ class _Supervisor:
     child says it is complete (so `--duration` writes before the program is stopped),
     else when the child is gone."""
 
-    def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int]) -> None:
-        self.plan, self.child, self.read_fd, self.watched = plan, child, read_fd, watched
+    def __init__(
+        self, plan: Plan, child: Child, read_fd: int, watched: list[int], tree: ProcessTree | None = None
+    ) -> None:
+        self.plan, self.child, self.read_fd, self.watched, self.tree = plan, child, read_fd, watched, tree
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
         self.written = False
@@ -89,8 +99,8 @@ class _Supervisor:
         while True:
             eof = self._wait(eof)
             self._take_signals()
-            if self.reader.ended and not self.written:
-                self._write()
+            if self.reader.ended and not self.written and self.tree is None:
+                self._write()  # with children, the profile is written once they are collected
             elif (
                 self.stop_asked_at is not None
                 and not self.written
@@ -106,15 +116,23 @@ class _Supervisor:
                 if not eof:
                     self._read_available()
                 break
+        if self.tree is not None:
+            self.tree.collect()
         if not self.written and self.reader.records:
-            _note_how_it_ended(self.reader.profile, status, self.damaged is not None or self.reader.pending_bytes > 0)
+            if not self.reader.ended:
+                damaged = self.damaged is not None or self.reader.pending_bytes > 0
+                _note_how_it_ended(self.reader.profile, status, damaged)
             self._write()
         return status
 
     def _wait(self, eof: bool) -> bool:
         """Wait up to one poll interval for data or the child's exit; read what came. True at end of stream."""
         fds = [self.exit_fd] if eof else [self.read_fd, self.exit_fd]
+        if self.tree is not None:
+            fds.extend(self.tree.fds())
         ready, _, _ = select.select(fds, [], [], _POLL_S)
+        if self.tree is not None:
+            self.tree.handle(ready)
         if not eof and self.read_fd in ready:
             return self._read_once()
         return eof
@@ -139,7 +157,12 @@ class _Supervisor:
 
     def _write(self) -> None:
         self.written = True
-        self.write_error = write_outputs(self.plan, self.reader.profile)
+        profile = self.reader.profile
+        if self.tree is not None:
+            command = [os.path.basename(sys.executable), *profile.meta.command]
+            program = ProcessInfo(self.child.pid, command, os.getpid(), "main", self.reader.ended)
+            profile = self.tree.merged(profile, program)
+        self.write_error = write_outputs(self.plan, profile)
 
     def _take_signals(self) -> None:
         """Pass signals sent to the recorder on to the program; a terminal already sent them to it."""
@@ -211,11 +234,12 @@ def _import_writers(plan: Plan) -> None:
 def write_outputs(plan: Plan, profile: Profile) -> str | None:
     """Write the output the plan names and print the summary; returns the write error, if any."""
     from ..exporters.summary import render_summary
-    from .output import export_and_write, output_view
+    from .output import PROCESS_ROOTED, export_and_write, output_view
 
     view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
-    # A .tsp keeps idle samples; the summary shows what other formats would.
-    shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if plan.fmt == "truestack" else view
+    # A .tsp keeps idle samples; the summary shows what other formats would, without process root frames.
+    own_view = plan.fmt == "truestack" or (plan.fmt in PROCESS_ROOTED and bool(profile.meta.processes))
+    shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if own_view else view
     error = export_and_write(view, plan.fmt, plan.output)
     if plan.quiet:
         return error
