@@ -65,8 +65,9 @@ def _combine_stats(out: Profile, parts: list[tuple[ProcessInfo, Profile]]) -> No
     for _info, part in parts[1:]:
         child = part.meta.sampler_stats
         if child is None:
+            stats.samples += part.sample_count
             continue
-        stats.samples += child.samples
+        stats.samples += max(child.samples, part.sample_count)  # a stream cut short sent samples after its stats
         stats.dropped += child.dropped
         for reason, count in child.partial.items():
             stats.partial[reason] = stats.partial.get(reason, 0) + count
