@@ -37,12 +37,14 @@ def _add_process(out: Profile, info: ProcessInfo, part: Profile) -> None:
     for prefix, frame in zip(part.stacks.prefix, part.stacks.frame, strict=True):
         stacks.append(out.stacks.intern(stacks[prefix] if prefix >= 0 else -1, frames[frame]))
     keys: dict[int, int] = {}
+    child = info.how != "main"
     for tid, thread in part.threads.items():
         key = tid
         while key in out.threads:  # a tid reused by another process: keep both threads apart
             key += 1 << 32
         keys[tid] = key
-        copy = out.thread(key, thread.name)
+        # A child's threads say whose they are wherever threads are listed (per-thread views, the summary).
+        copy = out.thread(key, f"{thread.name} (pid {info.pid})" if child else thread.name)
         copy.time_ns.extend(thread.time_ns)
         copy.stack.extend(stacks[s] if s >= 0 else -1 for s in thread.stack)
         copy.weight_ns.extend(thread.weight_ns)
