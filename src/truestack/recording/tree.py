@@ -203,7 +203,15 @@ class ProcessTree:
     def merged(self, program: Profile, program_info: ProcessInfo) -> Profile:
         """The program's profile with every child's that sent samples, one process group each."""
         parts = [(program_info, program)]
-        parts.extend((c.info(), c.reader.profile) for c in self.connections if c.reader.records)
+        children = [(c.info(), c.reader.profile) for c in self.connections if c.reader.records]
+        # A fork that exec'd Python at once (subprocess's preexec_fn runs at-fork hooks) is that new
+        # interpreter's process: its empty fork-time stream is not a process of its own.
+        execs = {info.pid for info, _ in children if info.how == "exec"}
+        parts.extend(
+            (info, part)
+            for info, part in children
+            if not (info.how == "fork" and info.pid in execs and part.sample_count == 0)
+        )
         profile = merge_processes(parts)
         stats = profile.meta.sampler_stats
         if stats is not None:
