@@ -3,6 +3,7 @@ each is its own group in one profile. Real programs, real child processes, real 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -211,3 +212,32 @@ def test_without_subprocesses_no_process_groups(tmp_path):
     assert lines and not any(line.startswith("process ") for line in lines), lines
     assert "processes:" not in proc.stderr
     assert "record follows children only with --subprocesses" in proc.stderr  # the hint, when it is off
+
+
+CHILD_VIEW = '''
+import json, os, subprocess, sys
+code = ("import json, os, sys; m = sys.modules.get('sitecustomize'); "
+        "print(json.dumps([os.environ.get('USER_SITECUSTOMIZE_RAN'), getattr(m, '__file__', None), sys.path]))")
+child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+print(child.stdout, end="")
+print(child.stderr, end="", file=sys.stderr)
+sys.exit(child.returncode + 3)
+'''
+
+
+def test_children_keep_their_own_sitecustomize_and_sys_path(tmp_path):
+    (tmp_path / "view.py").write_text(CHILD_VIEW)
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    env = truestack_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    plain = subprocess.run([sys.executable, "view.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=60)
+    proc = record(tmp_path, "view.py", env=env)
+    assert plain.returncode == proc.returncode == 3, proc.stderr
+    ran, module_file, path = json.loads(proc.stdout)
+    assert ran == "yes" and module_file == str(site / "sitecustomize.py")  # the hidden one ran, as itself
+    assert proc.stdout == plain.stdout  # sys.path as a plain run gives it: the bootstrap took itself off
+    profile = load(tmp_path / "out.tsp")
+    assert len(profile.meta.processes) == 2  # and the child was followed
