@@ -217,7 +217,7 @@ def test_without_subprocesses_no_process_groups(tmp_path):
 CHILD_VIEW = '''
 import json, os, subprocess, sys
 code = ("import json, os, sys; m = sys.modules.get('sitecustomize'); "
-        "print(json.dumps([os.environ.get('USER_SITECUSTOMIZE_RAN'), getattr(m, '__file__', None), sys.path]))")
+        "print(json.dumps([getattr(m, 'MARK', None), getattr(m, '__file__', None), sys.path]))")
 child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 print(child.stdout, end="")
 print(child.stderr, end="", file=sys.stderr)
@@ -229,7 +229,7 @@ def test_children_keep_their_own_sitecustomize_and_sys_path(tmp_path):
     (tmp_path / "view.py").write_text(CHILD_VIEW)
     site = tmp_path / "usersite"
     site.mkdir()
-    (site / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = 'yes'\n")
+    (site / "sitecustomize.py").write_text("MARK = 'yes'\n")
     env = truestack_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     plain = subprocess.run([sys.executable, "view.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
