@@ -241,3 +241,30 @@ def test_children_keep_their_own_sitecustomize_and_sys_path(tmp_path):
     assert proc.stdout == plain.stdout  # sys.path as a plain run gives it: the bootstrap took itself off
     profile = load(tmp_path / "out.tsp")
     assert len(profile.meta.processes) == 2  # and the child was followed
+
+
+EXECUTOR = '''
+import concurrent.futures as cf, multiprocessing as mp, os, sys
+
+def executor_work(n):
+    x = 0
+    for i in range(n):
+        x += i % 7
+    return os.getpid()
+
+if __name__ == "__main__":
+    with cf.ProcessPoolExecutor(2, mp_context=mp.get_context(sys.argv[1])) as ex:
+        pids = set(ex.map(executor_work, [300_000] * 8))
+    print(" ".join(map(str, sorted(pids))))
+'''
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_process_pool_executor_workers_are_followed(tmp_path, method):
+    (tmp_path / "ex.py").write_text(EXECUTOR)
+    proc = record(tmp_path, "ex.py", method)
+    assert proc.returncode == 0, proc.stderr
+    profile = load(tmp_path / "out.tsp")
+    processes = {info.pid: info for info in profile.meta.processes}
+    for pid in map(int, proc.stdout.split()):
+        assert process_seconds(profile, processes[pid], "executor_work") > 0, processes[pid]
