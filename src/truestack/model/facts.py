@@ -135,7 +135,7 @@ def process_lines(profile: Profile) -> list[str]:
         seconds = sum(sum(t.weight_ns) for t in threads) / 1e9
         how = {"main": "the program", "fork": f"forked by {info.parent}", "exec": f"started by {info.parent}"}
         end = "" if info.complete else ", stream cut short (killed or crashed)"
-        if info.start_cpu_ns >= 1_000_000:  # a new interpreter's start-up and the sampler's import
+        if info.start_cpu_ns >= 5_000_000:  # a new interpreter's start-up and the sampler's import
             end += f", {info.start_cpu_ns / 1e9:.2f} s CPU before sampling started"
         lines.append(f"    {info.label}: {count} samples, {seconds:.2f} s {unit} ({how.get(info.how, info.how)}{end})")
     return lines

@@ -49,22 +49,26 @@ def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
 def _follow_children(out: BinaryIO, follow: str | None) -> StreamSink:
     """The sink for the program's stream; with --subprocesses (`follow`: the recorder's config),
     its forks are followed (new interpreters follow themselves, `follow.py`), else its Python
-    children are only counted, for the summary's note."""
+    children are only counted, for the summary's note. Either way a fork of the program never
+    writes to the program's stream."""
+    children = None
     if follow is None:
         children = ChildWatch()
         children.install()
-        return StreamSink(out, children)
-    from .follow import follow_forks
-    from .wire import FollowConfig
-
-    sink = StreamSink(out)
+    sink = StreamSink(out, children)
 
     def forget() -> None:  # in a fork: the pipe is the program's, and the recorder waits for its end
         sink.forget()
         with contextlib.suppress(OSError):
             out.close()
 
-    follow_forks(FollowConfig.decode(follow), forget)
+    if follow is None:
+        os.register_at_fork(after_in_child=forget)
+    else:
+        from .follow import follow_forks
+        from .wire import FollowConfig
+
+        follow_forks(FollowConfig.decode(follow), forget)
     return sink
 
 

@@ -17,6 +17,9 @@ user sees of the program does not change:
 - Crash, `os._exit`, SIGKILL, OOM kill: the profile holds every sample the
   child streamed (at most one collector drain interval, ~50 ms, is lost) and
   says how the program ended.
+- `--subprocesses`: the program's Python children stream here too, each
+  over its own connection (`tree.py`); the profile is written once the
+  program has exited and its children are collected.
 - SIGINT or SIGTERM end the recording within a second: when the program has
   not finished its profile by then (it handles the signal and goes on, or
   it is stuck), the recorder writes what it has, says so, and keeps
