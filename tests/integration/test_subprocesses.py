@@ -271,3 +271,38 @@ def test_process_pool_executor_workers_are_followed(tmp_path, method):
     processes = {info.pid: info for info in profile.meta.processes}
     for pid in map(int, proc.stdout.split()):
         assert process_seconds(profile, processes[pid], "executor_work") > 0, processes[pid]
+
+
+FORKS = '''
+import multiprocessing as mp, os, sys
+
+def fork_work(n):
+    x = 0
+    for i in range(n):
+        x += i % 7
+
+if __name__ == "__main__":
+    mp.set_start_method("fork")
+    p = mp.Process(target=fork_work, args=(600_000,))
+    p.start(); p.join()  # the worker leaves by os._exit, without atexit
+    pid = os.fork()
+    if pid == 0:
+        fork_work(600_000)
+        os._exit(7)
+    _, status = os.waitpid(pid, 0)
+    print(p.exitcode, os.waitstatus_to_exitcode(status), p.pid, pid)
+'''
+
+
+def test_forks_that_leave_by_os_exit_finish_their_stream_and_keep_their_status(tmp_path):
+    (tmp_path / "forks.py").write_text(FORKS)
+    proc = record(tmp_path, "forks.py")
+    assert proc.returncode == 0, proc.stderr
+    mp_status, fork_status, mp_pid, fork_pid = map(int, proc.stdout.split())
+    assert (mp_status, fork_status) == (0, 7)
+    profile = load(tmp_path / "out.tsp")
+    processes = {info.pid: info for info in profile.meta.processes}
+    for pid in (mp_pid, fork_pid):
+        info = processes[pid]
+        assert info.how == "fork" and info.complete, info  # os._exit ended its stream first
+        assert process_seconds(profile, info, "fork_work") > 0.02
