@@ -132,10 +132,13 @@ class _Supervisor:
         """Wait up to one poll interval for data or the child's exit; read what came. True at end of stream."""
         fds = [self.exit_fd] if eof else [self.read_fd, self.exit_fd]
         if self.tree is not None:
+            from .tree import readable  # loaded with the tree (launch.py): no import cost without it
+
             fds.extend(self.tree.fds())
-        ready, _, _ = select.select(fds, [], [], _POLL_S)
-        if self.tree is not None:
+            ready = readable(fds, _POLL_S)
             self.tree.handle(ready)
+        else:
+            ready, _, _ = select.select(fds, [], [], _POLL_S)
         if not eof and self.read_fd in ready:
             return self._read_once()
         return eof

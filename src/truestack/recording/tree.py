@@ -99,6 +99,15 @@ class _Connection:
         )
 
 
+def readable(fds: list[int], timeout_s: float) -> list[int]:
+    """The fds among `fds` with data (or an end) to read within `timeout_s`: poll(2), which,
+    unlike select(2), takes fd numbers past 1023 (a program with many children at once)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _events in poller.poll(timeout_s * 1000)]
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
@@ -139,11 +148,11 @@ class ProcessTree:
         self.listener.close()
 
     def fds(self) -> list[int]:
-        """What the supervisor's select waits on for this tree."""
+        """What the supervisor waits on for this tree."""
         return [self.listener.fileno(), *(c.sock.fileno() for c in self.connections if not c.closed)]
 
     def handle(self, ready: list[int]) -> None:
-        """Accept and read what `select` found ready among `fds()`."""
+        """Accept and read what was found ready among `fds()`."""
         if self.listener.fileno() in ready:
             self._accept()
         for conn in self.connections:
@@ -186,17 +195,16 @@ class ProcessTree:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            ready, _, _ = select.select(self.fds(), [], [], min(left, 0.05))
-            self.handle(ready)
+            self.handle(readable(self.fds(), min(left, 0.05)))
             self._close_exited()
 
     def _close_exited(self) -> None:
         """A process that exited while something it forked without telling Python (no at-fork
         hook) holds its connection: take what it sent and close it."""
         for conn in self.connections:
-            if conn.closed or conn.pidfd is None or not select.select([conn.pidfd], [], [], 0)[0]:
+            if conn.closed or conn.pidfd is None or not readable([conn.pidfd], 0):
                 continue
-            while not conn.closed and select.select([conn.sock], [], [], 0)[0]:
+            while not conn.closed and readable([conn.sock.fileno()], 0):
                 conn.read_once()
             conn.close()
 
