@@ -17,9 +17,11 @@ and drains longer than `_LONG_DRAIN_S`.
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 from .engines import Engine, create_engine
@@ -87,6 +89,7 @@ class Sampler:
             self._engine, self._notes = create_engine(self.engine_choice, self.mode, self.rate_hz, self.max_depth)
         self._engine.start()
         self._running = True
+        _running_samplers.add(self)
         self._stopping.clear()
         self._collector = threading.Thread(target=self._collect_loop, name="truestack-collector", daemon=True)
         self._collector.start()
@@ -96,6 +99,7 @@ class Sampler:
         if not self._running:
             return self.stats()
         self._running = False
+        _running_samplers.discard(self)
         assert self._engine is not None  # set by start()
         self._engine.stop()
         self._stopping.set()
@@ -189,6 +193,25 @@ class Sampler:
         except Exception:
             self._sink_errors += 1
         return True
+
+
+_running_samplers: weakref.WeakSet[Sampler] = weakref.WeakSet()
+
+
+def _inert_in_forked_child() -> None:
+    """A forked child's copy of a running sampler: its engine stopped at the fork and its
+    collector thread is gone, and a parent thread may have held its locks at the fork. It is
+    left stopped, with fresh locks and no engine, so stopping it there returns at once."""
+    for sampler in list(_running_samplers):
+        sampler._running = False
+        sampler._collector = None
+        sampler._engine = None
+        sampler._collect_lock = threading.Lock()
+        sampler._buffer_lock = threading.Lock()
+    _running_samplers.clear()
+
+
+os.register_at_fork(after_in_child=_inert_in_forked_child)
 
 
 def sleep_until(deadline: float) -> None:

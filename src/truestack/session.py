@@ -211,6 +211,17 @@ def _without_thread_hook(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     return frames
 
 
+def _forget_sessions_in_forked_child() -> None:
+    """A forked child inherits the parent's list of sessions, but none of them samples there
+    (the engine stopped at the fork): a session started in the child gets its own sampler."""
+    global _active_lock
+    _active_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _active.clear()
+
+
+os.register_at_fork(after_in_child=_forget_sessions_in_forked_child)
+
+
 def active_sessions() -> list[ProfileSession]:
     """The sessions sampling now (markers go to each)."""
     with _active_lock:

@@ -199,9 +199,9 @@ def test_python_children_are_named_as_not_followed(tmp_path, how):
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "started 1 Python child process" in err, err
-    assert "record does not follow children yet" in err, err
+    assert "record follows children only with --subprocesses" in err, err
     notes = load(tmp_path / "out.tsp").meta.sampler_stats.notes
-    assert any("does not follow children" in n for n in notes), notes
+    assert any("only with --subprocesses" in n for n in notes), notes
 
 
 def test_no_child_hint_for_other_programs(tmp_path):

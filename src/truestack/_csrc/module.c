@@ -363,8 +363,8 @@ static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
 }
 
 /* -- process-creation watch -------------------------------------------------
- * `record` names the Python children a program starts (it does not follow
- * them). A Python audit hook is called for every audited event, and `id()`
+ * `record` without --subprocesses names the Python children a program starts
+ * (it does not follow them). A Python audit hook is called for every audited event, and `id()`
  * is one (tens per collector sample, and whatever the program does): this C
  * hook filters by name and calls Python only when a process is created.
  * Audit hooks cannot be removed: the callback can be replaced, never dropped. */

@@ -72,6 +72,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="auto",
         help="auto (native if available, else safepoint), native, or safepoint",
     )
+    p.add_argument(
+        "--subprocesses",
+        action="store_true",
+        help="also profile the Python processes the program starts (multiprocessing, subprocess, children of "
+        "children), each its own group in the profile",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary; only errors")
     p.add_argument(
         "--summary-top",
@@ -113,6 +119,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.include_idle,
         args.quiet,
         args.summary_top,
+        args.subprocesses,
     )
 
 

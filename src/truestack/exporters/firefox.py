@@ -22,6 +22,7 @@ from typing import Any
 from ..model import Profile, ThreadSamples
 from ..model.aggregate import nominal_interval_ns
 from ..model.facts import sampling_facts
+from ..model.processes import ProcessInfo, process_of_thread
 from ..model.tables import KINDS
 
 PREPROCESSED_PROFILE_VERSION = 50
@@ -212,6 +213,10 @@ def build(profile: Profile) -> dict[str, Any]:
 
     pid = str(meta.pid)
     command_text = " ".join(meta.command)
+    owner = process_of_thread(meta.processes)  # record --subprocesses: a process track per process
+    if owner:
+        order = {id(info): i for i, info in enumerate(meta.processes)}
+        threads.sort(key=lambda t: (order.get(id(owner.get(t.tid)), -1), t is not main and t.tid != _pid_of(owner, t)))
     any_cpu = False
     out_threads = []
     for thread in threads:
@@ -237,9 +242,9 @@ def build(profile: Profile) -> dict[str, Any]:
                 "unregisterTime": None,
                 "pausedRanges": [],
                 "name": thread.name or f"thread {thread.tid}",
-                "isMainThread": thread is main,
-                "processName": command_text or "python",
-                "pid": pid,
+                "isMainThread": thread is main or thread.tid == _pid_of(owner, thread),
+                "processName": owner[thread.tid].label if thread.tid in owner else (command_text or "python"),
+                "pid": str(_pid_of(owner, thread)) if thread.tid in owner else pid,
                 "tid": thread.tid,
                 "samples": samples,
                 "markers": _markers_table(tables, markers_by_tid[thread.tid]),
@@ -283,6 +288,11 @@ def build(profile: Profile) -> dict[str, Any]:
     if any_cpu:
         out_meta["sampleUnits"] = {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "ns"}
     return {"meta": out_meta, "libs": [], "threads": out_threads}
+
+
+def _pid_of(owner: dict[int, ProcessInfo], thread: ThreadSamples) -> int | None:
+    info = owner.get(thread.tid)
+    return info.pid if info is not None else None
 
 
 def export(profile: Profile) -> bytes:

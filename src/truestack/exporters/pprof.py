@@ -8,7 +8,8 @@ needed only for this format.
 Mapping from the model:
   sample_type   [samples/count, cpu|wall/nanoseconds]; default the second
   sample        one per (thread, unique stack), values [count, weight ns],
-                labels thread (name) and thread_id (num); location_id leaf first
+                labels thread (name) and thread_id (num), with --subprocesses also
+                process (`process <pid> <cmdline>`) and pid (num); location_id leaf first
   location      one per model frame (id = frame + 1), one Line each
   function      one per model function (id = func + 1): name, system_name,
                 filename, start_line
@@ -25,6 +26,7 @@ from typing import Any
 from ..model import Profile
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate, nominal_interval_ns
 from ..model.facts import sampling_facts
+from ..model.processes import process_of_thread
 
 PACKAGE = "perftools.profiles"
 _MAX_MARKER_COMMENTS = 1000
@@ -166,6 +168,8 @@ def build(profile: Profile) -> Any:
 
     used_frames: set[int] = set()
     key_thread, key_tid = strings("thread"), strings("thread_id")
+    owner = process_of_thread(profile.meta.processes)  # record --subprocesses: each sample says its process
+    key_process, key_pid = (strings("process"), strings("pid")) if owner else (0, 0)
     empty_location = 0
     locations_of: dict[int, list[int]] = {}
     for tid, thread in profile.threads.items():
@@ -188,6 +192,9 @@ def build(profile: Profile) -> Any:
             sample = out.sample.add(location_id=loc_ids, value=[count, weight])
             sample.label.add(key=key_thread, str=name_idx)
             sample.label.add(key=key_tid, num=tid)
+            if tid in owner:
+                sample.label.add(key=key_process, str=strings(owner[tid].label))
+                sample.label.add(key=key_pid, num=owner[tid].pid)
 
     used_funcs: set[int] = set()
     for f in sorted(used_frames):

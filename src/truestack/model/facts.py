@@ -115,10 +115,29 @@ def header_lines(profile: Profile, shown_samples: int | None = None) -> list[str
         lines.append("  lines merged per function (--function-level)")
     if meta.idle_excluded:
         lines.append(f"  {meta.idle_excluded} idle samples left out (--include-idle keeps them)")
+    lines.extend(process_lines(profile))
     for note in stats.notes if stats else []:
         lines.append(f"  note: {note}")
     if meta.interrupted:
         lines.append(f"  INTERRUPTED: {meta.interrupted} — the profile covers the run up to that point")
+    return lines
+
+
+def process_lines(profile: Profile) -> list[str]:
+    """record --subprocesses: samples and sampled time of each process, in the order they started."""
+    if not profile.meta.processes:
+        return []
+    unit = "CPU" if profile.meta.mode != "wall" else "wall"
+    lines = [f"  processes: {len(profile.meta.processes)}"]
+    for info in profile.meta.processes:
+        threads = [profile.threads[t] for t in info.threads if t in profile.threads]
+        count = sum(len(t) for t in threads)
+        seconds = sum(sum(t.weight_ns) for t in threads) / 1e9
+        how = {"main": "the program", "fork": f"forked by {info.parent}", "exec": f"started by {info.parent}"}
+        end = "" if info.complete else ", stream cut short (killed or crashed)"
+        if info.start_cpu_ns >= 5_000_000:  # a new interpreter's start-up and the sampler's import
+            end += f", {info.start_cpu_ns / 1e9:.2f} s CPU before sampling started"
+        lines.append(f"    {info.label}: {count} samples, {seconds:.2f} s {unit} ({how.get(info.how, info.how)}{end})")
     return lines
 
 

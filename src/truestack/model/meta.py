@@ -15,6 +15,7 @@ from typing import Any
 
 from ..records import Record
 from ..samples import SamplerStats
+from .processes import ProcessInfo, processes_from_list
 
 # 1: the free-form dict of truestack 0.1 (same key names, no "meta_version").
 # 2: the same keys, written from ProfileMeta, tagged with "meta_version".
@@ -32,6 +33,7 @@ class ProfileMeta(Record):
         "interrupted",
         "mode",
         "pid",
+        "processes",
         "python_version",
         "rate_hz",
         "sampler_stats",
@@ -57,6 +59,7 @@ class ProfileMeta(Record):
         idle_excluded: int = 0,
         interrupted: str | None = None,
         extra: dict[str, Any] | None = None,
+        processes: list[ProcessInfo] | None = None,
     ) -> None:
         self.command: list[str] = [] if command is None else command  # ["script.py", args…] or ["-m", "mod", args…]
         self.python_version = python_version
@@ -75,6 +78,8 @@ class ProfileMeta(Record):
         self.idle_excluded = idle_excluded  # idle samples this view left out
         self.interrupted = interrupted  # why the run ended early, if it did
         self.extra: dict[str, Any] = {} if extra is None else extra  # keys from files this version does not know
+        # record --subprocesses: each followed process and its threads; empty: one process, no groups
+        self.processes: list[ProcessInfo] = [] if processes is None else processes
 
     # -- facts read through the stats, with the request as the fallback ------------
     @property
@@ -114,6 +119,10 @@ class ProfileMeta(Record):
             value = getattr(self, name)
             if name == "sampler_stats":
                 value = value.as_dict() if value is not None else None
+            elif name == "processes":
+                if not value:
+                    continue  # saved only when there are groups: other profiles stay byte for byte as before
+                value = [info.as_dict() for info in value]
             elif name == "command":
                 value = list(value)
             out[name] = value
@@ -131,6 +140,8 @@ class ProfileMeta(Record):
             value = data[name]
             if name == "sampler_stats":
                 meta.sampler_stats = None if value is None else stats_from_dict(value)
+            elif name == "processes":
+                meta.processes = processes_from_list(value)
             else:
                 setattr(meta, name, _checked(name, value, getattr(meta, name)))
         return meta

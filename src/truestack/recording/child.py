@@ -12,64 +12,20 @@ loses at most one drain interval.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-import time
 from typing import BinaryIO, NoReturn
 
 from ..errors import UsageError
-from ..model import Profile
-from ..model.stream import ProfileStreamWriter
-from ..session import ProfileSession
 from ..target import resolve_target
 from .children import ChildWatch
 from .plan import Plan
 from .run import run_in_process
-
-STATS_INTERVAL_S = 0.25
-
-
-class StreamSink:
-    """Streams the session's profile to the recorder as it grows, and once more at the end."""
-
-    def __init__(self, out: BinaryIO, children: ChildWatch | None = None) -> None:
-        self._out = out
-        self._writer: ProfileStreamWriter | None = None
-        self._children = children
-
-    def started(self, session: ProfileSession) -> None:
-        writer = ProfileStreamWriter(self._out, session.profile)
-        writer.flush()  # the recorder now knows sampling began, and with what
-        self._writer = writer
-        stats_sent = 0.0  # the first drain sends them
-
-        def flush() -> None:
-            # Samples go out after every drain; the sampler's stats and the metadata with the
-            # first and then at most once per STATS_INTERVAL_S (building them every 50 ms cost
-            # as much as the samples at 1 kHz).
-            # A profile cut short by a crash still says what the sampler did, up to then.
-            nonlocal stats_sent
-            now = time.monotonic()
-            with_meta = now - stats_sent >= STATS_INTERVAL_S
-            if with_meta:
-                session.record_stats()
-                stats_sent = now
-            writer.flush(meta=with_meta)
-
-        session.after_batch = flush
-
-    def finished(self, profile: Profile) -> bool:
-        if self._writer is None:
-            return False
-        note = self._children.note() if self._children else None
-        stats = profile.meta.sampler_stats
-        if note and stats is not None and note not in stats.notes:
-            stats.notes.append(note)
-        self._writer.flush(end=True)
-        return not self._writer.broken
+from .sink import StreamSink
 
 
-def run_forked(plan: Plan, fd: int) -> NoReturn:
+def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
     """The forked child's whole life: run the plan's program, stream its profile to `fd`, exit.
 
     Leaves by SystemExit, which unwinds the supervisor's (inert) frames up to
@@ -81,14 +37,39 @@ def run_forked(plan: Plan, fd: int) -> NoReturn:
     try:
         if target.kind == "module":
             plan.target = resolve_target(None, target.name, target.args)
-        children = ChildWatch()
-        children.install()
         with os.fdopen(fd, "wb", buffering=0) as out:
-            status = run_in_process(plan, StreamSink(out, children))
+            sink = _follow_children(out, follow)
+            status = run_in_process(plan, sink)
     except UsageError as exc:
         sys.stderr.write(f"truestack: error: {exc}\n")
         sys.exit(2)
     sys.exit(status)
+
+
+def _follow_children(out: BinaryIO, follow: str | None) -> StreamSink:
+    """The sink for the program's stream; with --subprocesses (`follow`: the recorder's config),
+    its forks are followed (new interpreters follow themselves, `follow.py`), else its Python
+    children are only counted, for the summary's note. Either way a fork of the program never
+    writes to the program's stream."""
+    children = None
+    if follow is None:
+        children = ChildWatch()
+        children.install()
+    sink = StreamSink(out, children)
+
+    def forget() -> None:  # in a fork: the pipe is the program's, and the recorder waits for its end
+        sink.forget()
+        with contextlib.suppress(OSError):
+            out.close()
+
+    if follow is None:
+        os.register_at_fork(after_in_child=forget)
+    else:
+        from .follow import follow_forks
+        from .wire import FollowConfig
+
+        follow_forks(FollowConfig.decode(follow), forget)
+    return sink
 
 
 def _forget_launcher_path() -> None:

@@ -1,6 +1,6 @@
-"""Notices the Python processes a recorded program starts: `record` does not
-follow them yet, and the user should hear that their time is not in the
-profile rather than wonder where it went."""
+"""Notices the Python processes a recorded program starts: without
+`--subprocesses`, `record` does not follow them, and the user should hear
+that their time is not in the profile rather than wonder where it went."""
 
 from __future__ import annotations
 
@@ -66,5 +66,5 @@ class ChildWatch:
         how = ", ".join(f"{k} {v}" for k, v in sorted(self.started.items()))
         return (
             f"the program started {total} Python child process{'es' if total > 1 else ''} ({how}): "
-            "record does not follow children yet, so their time is not in this profile"
+            "record follows children only with --subprocesses, so their time is not in this profile"
         )

@@ -37,6 +37,12 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     """
     import truestack.model.stream  # noqa: F401  # both processes need the model: import it once, before the fork
 
+    tree = None
+    if plan.subprocesses:  # the socket and the environment exist before the program can start a child
+        from .tree import ProcessTree
+
+        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth)
+        tree.export_environment()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()  # nothing buffered here may be written twice
     sys.stderr.flush()
@@ -46,16 +52,20 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
         os.close(read_fd)
         if live is not None:
             live.prepare_child()
+        follow = None
+        if tree is not None:
+            follow = tree.config_text
+            tree.close_in_program()
         from .child import run_forked
 
-        run_forked(plan, write_fd)  # never returns
+        run_forked(plan, write_fd, follow)  # never returns
     os.close(write_fd)
     # Blocked at once: a signal meant for the recorder must not end it while it imports the rest.
     watched = [int(s) for s in FORWARDED_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     from .supervisor import supervise
 
-    status = supervise(plan, Child(pid), read_fd, watched, live)
+    status = supervise(plan, Child(pid), read_fd, watched, live, tree)
     for stream in (sys.stdout, sys.stderr):
         try:  # noqa: SIM105  # contextlib is not loaded here otherwise (start-up time)
             stream.flush()

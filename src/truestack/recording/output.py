@@ -15,6 +15,7 @@ import tempfile
 from .. import exporters
 from ..atomic_file import write_atomic
 from ..model import Profile
+from ..model.merge import with_process_roots
 from ..model.storage import dumps
 
 
@@ -34,8 +35,14 @@ def save_fallback(profile: Profile) -> str | None:
     return path
 
 
+# Formats that show processes as a root frame `process <pid> <cmdline>` (record --subprocesses);
+# firefox and pprof have their own notion of a process, the table and summary count per process.
+PROCESS_ROOTED = frozenset({"flamegraph", "svg", "collapsed", "tree", "speedscope", "pstats"})
+
+
 def output_view(profile: Profile, fmt: str, function_level: bool, include_idle: bool) -> Profile:
-    """The profile as a format should see it: idle samples dropped (wall mode), lines merged."""
+    """The profile as a format should see it: idle samples dropped (wall mode), lines merged,
+    processes rooted in their own frame (when it has several)."""
     view = profile
     if fmt != "truestack" and profile.meta.mode == "wall" and not include_idle:
         before = view.sample_count
@@ -43,6 +50,8 @@ def output_view(profile: Profile, fmt: str, function_level: bool, include_idle: 
         view.meta.idle_excluded = before - view.sample_count
     if function_level and not view.meta.function_level:
         view = view.merged_lines()
+    if fmt in PROCESS_ROOTED:
+        view = with_process_roots(view)
     return view
 
 

@@ -26,6 +26,7 @@ class Plan(Record):
         "output",
         "quiet",
         "rate_hz",
+        "subprocesses",
         "target",
         "top",
     )
@@ -44,6 +45,7 @@ class Plan(Record):
         include_idle: bool,
         quiet: bool,
         top: int,
+        subprocesses: bool = False,
     ) -> None:
         self.target = target
         self.fmt = fmt  # an exporters.FORMATS name
@@ -57,3 +59,4 @@ class Plan(Record):
         self.include_idle = include_idle
         self.quiet = quiet
         self.top = top  # rows of the summary's method table
+        self.subprocesses = subprocesses  # follow the program's Python child processes (recording/follow.py)

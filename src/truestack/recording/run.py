@@ -63,6 +63,15 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated()
 
 
+def _default_sigterm_in_forked_child() -> None:
+    """A fork of the program (a multiprocessing worker) dies of SIGTERM as it would without truestack."""
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_forked_child)
+
+
 class Recording:
     """One run: the session and its end (once, from whichever thread gets there first)."""
 

@@ -17,6 +17,9 @@ user sees of the program does not change:
 - Crash, `os._exit`, SIGKILL, OOM kill: the profile holds every sample the
   child streamed (at most one collector drain interval, ~50 ms, is lost) and
   says how the program ended.
+- `--subprocesses`: the program's Python children stream here too, each
+  over its own connection (`tree.py`); the profile is written once the
+  program has exited and its children are collected.
 - SIGINT or SIGTERM end the recording within a second: when the program has
   not finished its profile by then (it handles the signal and goes on, or
   it is stuck), the recorder writes what it has, says so, and keeps
@@ -32,6 +35,7 @@ import sys
 import time
 
 from ..model import Profile
+from ..model.processes import ProcessInfo
 from ..model.stream import ProfileStreamReader, StreamError
 from .launch import Child
 from .plan import Plan
@@ -39,6 +43,7 @@ from .plan import Plan
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .live import LiveView
+    from .tree import ProcessTree
 
 _SI_USER = 0  # siginfo si_code of a signal sent by kill() (a terminal's is SI_KERNEL)
 _POLL_S = 0.05
@@ -48,7 +53,14 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _STOPPED_BY_QUIT = (130, -signal.SIGINT, -signal.SIGKILL)
 
 
-def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], live: LiveView | None = None) -> int:
+def supervise(
+    plan: Plan,
+    child: Child,
+    read_fd: int,
+    watched: list[int],
+    live: LiveView | None = None,
+    tree: ProcessTree | None = None,
+) -> int:
     """Read the forked program's stream, pass signals on, write its profile; return its exit status.
 
     `watched` are the signals `launch` blocked at the fork, to be taken here with sigtimedwait.
@@ -56,9 +68,10 @@ def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], live: 
     written, and on the way out whatever happens. When its user quits, the program is stopped as
     by a SIGINT sent to the recorder, then killed if it has not finished its profile within a
     second; the exit status is then 0 if it ended by that stop.
+    `tree` (--subprocesses) reads the streams of the program's child processes as well.
     """
     _import_writers(plan)  # here, while the program runs, not after it
-    supervisor = _Supervisor(plan, child, read_fd, watched, live)
+    supervisor = _Supervisor(plan, child, read_fd, watched, live, tree)
     try:
         status = supervisor.run()
     finally:
@@ -69,6 +82,8 @@ def supervise(plan: Plan, child: Child, read_fd: int, watched: list[int], live: 
             child.kill()  # only when the recorder itself failed
         if live is not None:
             live.finish()
+        if tree is not None:
+            tree.remove()  # nothing left behind
         signal.pthread_sigmask(signal.SIG_UNBLOCK, watched)
     if supervisor.reader.records == 0:
         return _nothing_recorded(status)
@@ -84,8 +99,17 @@ class _Supervisor:
     child says it is complete (so `--duration` writes before the program is stopped),
     else when the child is gone."""
 
-    def __init__(self, plan: Plan, child: Child, read_fd: int, watched: list[int], live: LiveView | None) -> None:
-        self.plan, self.child, self.read_fd, self.watched, self.live = plan, child, read_fd, watched, live
+    def __init__(
+        self,
+        plan: Plan,
+        child: Child,
+        read_fd: int,
+        watched: list[int],
+        live: LiveView | None = None,
+        tree: ProcessTree | None = None,
+    ) -> None:
+        self.plan, self.child, self.read_fd, self.watched = plan, child, read_fd, watched
+        self.live, self.tree = live, tree
         self.quit_at: float | None = None  # the live view's user quit
         self.view_error: str | None = None  # the live view failed (and the program was stopped)
         self.reader = ProfileStreamReader()
@@ -110,8 +134,8 @@ class _Supervisor:
             eof = self._wait(eof)
             self._take_signals()
             self._step_live()
-            if self.reader.ended and not self.written:
-                self._write()
+            if self.reader.ended and not self.written and self.tree is None:
+                self._write()  # with children, the profile is written once they are collected
             elif (
                 self.stop_asked_at is not None
                 and not self.written
@@ -129,10 +153,12 @@ class _Supervisor:
                 if not eof:
                     self._read_available()
                 break
-        if not self.written and self.reader.ended:
-            self._write()  # its last bytes were read after its exit was seen: complete all the same
+        if self.tree is not None:
+            self.tree.collect()
         if not self.written and self.reader.records:
-            _note_how_it_ended(self.reader.profile, status, self.damaged is not None or self.reader.pending_bytes > 0)
+            if not self.reader.ended:
+                damaged = self.damaged is not None or self.reader.pending_bytes > 0
+                _note_how_it_ended(self.reader.profile, status, damaged)
             self._write()
         return status
 
@@ -142,7 +168,14 @@ class _Supervisor:
         key_fd = self.live.fileno() if self.live is not None else None
         if key_fd is not None:
             fds.append(key_fd)
-        ready, _, _ = select.select(fds, [], [], _POLL_S)
+        if self.tree is not None:
+            from .tree import readable  # loaded with the tree (launch.py): no import cost without it
+
+            fds.extend(self.tree.fds())
+            ready = readable(fds, _POLL_S)
+            self.tree.handle(ready)
+        else:
+            ready, _, _ = select.select(fds, [], [], _POLL_S)
         if not eof and self.read_fd in ready:
             return self._read_once()
         return eof
@@ -193,7 +226,12 @@ class _Supervisor:
             why = "its live view failed" if self.view_error else "q"
             meta.interrupted = f"stopped from truestack top ({why}: SIGINT to the program)"
         self.written = True
-        self.write_error = write_outputs(self.plan, self.reader.profile)
+        profile = self.reader.profile
+        if self.tree is not None:
+            command = [os.path.basename(sys.executable), *profile.meta.command]
+            program = ProcessInfo(self.child.pid, command, os.getpid(), "main", self.reader.ended)
+            profile = self.tree.merged(profile, program)
+        self.write_error = write_outputs(self.plan, profile)
 
     def _take_signals(self) -> None:
         """Pass signals sent to the recorder on to the program; a terminal already sent them to it."""
@@ -266,11 +304,12 @@ def _import_writers(plan: Plan) -> None:
 def write_outputs(plan: Plan, profile: Profile) -> str | None:
     """Write the output the plan names and print the summary; returns the write error, if any."""
     from ..exporters.summary import render_summary
-    from .output import export_and_write, output_view
+    from .output import PROCESS_ROOTED, export_and_write, output_view
 
     view = output_view(profile, plan.fmt, plan.function_level, plan.include_idle)
-    # A .tsp keeps idle samples; the summary shows what other formats would.
-    shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if plan.fmt == "truestack" else view
+    # A .tsp keeps idle samples; the summary shows what other formats would, without process root frames.
+    own_view = plan.fmt == "truestack" or (plan.fmt in PROCESS_ROOTED and bool(profile.meta.processes))
+    shown = output_view(profile, "summary", plan.function_level, plan.include_idle) if own_view else view
     # No output (`top` without --output): the summary only.
     error = export_and_write(view, plan.fmt, plan.output) if plan.output else None
     if plan.quiet:
