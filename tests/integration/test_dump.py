@@ -159,7 +159,7 @@ def test_json_has_the_same_content(deadlocked):
     assert out.returncode == 0, out.stderr
     assert seconds < 2, seconds
     data = json.loads(out.stdout)
-    assert data["pid"] == proc.pid and data["python"] == "%d.%d" % sys.version_info[:2]
+    assert data["pid"] == proc.pid and data["python"] == "{}.{}".format(*sys.version_info[:2])
     assert len(data["threads"]) == 3
     for thread in data["threads"]:
         assert thread["consistent"] and thread["problem"] is None and thread["state"] == "waiting"
@@ -278,7 +278,7 @@ def test_permission_denied_says_what_to_run():
 def other_interpreter() -> str | None:
     for version in ("3.10.13", "3.11.7", "3.12.1", "3.13.0"):
         exe = f"/root/.pyenv/versions/{version}/bin/python{version.rsplit('.', 1)[0]}"
-        if os.access(exe, os.X_OK) and not version.startswith("%d.%d." % sys.version_info[:2]):
+        if os.access(exe, os.X_OK) and not version.startswith("{}.{}.".format(*sys.version_info[:2])):
             return exe
     return None
 

@@ -236,6 +236,7 @@ def locate(pid: int) -> Target:
     if image is None:
         raise RemoteError(f"process {pid} is not a Python process (it runs {exe})")
     own = find_image(os.getpid())
+    version: tuple[int, int] | None
     if own is not None and (own.dev, own.inode) == (image.dev, image.inode):
         symbols, version, how = _own_symbols(own, image), sys.version_info[:2], "same interpreter file"
     else:

@@ -129,7 +129,7 @@ class Reader:
         if at < 0:
             return
         theirs = self.mem.read(runtime + at, self.off["debug_offsets_size"])
-        ours = self.remote.own_debug_offsets()
+        ours = self.remote.own_debug_offsets() or b""
         v = self.off["debug_offsets_version"]
         if theirs[:8] != b"xdebugpy" or theirs[:v] + theirs[v + 8 :] != ours[:v] + ours[v + 8 :]:
             raise RemoteError(
@@ -141,7 +141,8 @@ class Reader:
         """The main interpreter's thread states, read until two reads agree."""
         last: list[int] = []
         for _ in range(ATTEMPTS):
-            out, seen = [], set()
+            out: list[int] = []
+            seen: set[int] = set()
             t = self.mem.u64(self.interp + self.off["interp_threads_head"])
             while t and t not in seen and len(out) < MAX_THREADS:
                 seen.add(t)

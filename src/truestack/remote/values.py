@@ -39,8 +39,13 @@ class CodeInfo:
 class Memory:
     """Typed reads of the target through `read(addr, n) -> bytes` (OSError when it fails)."""
 
-    def __init__(self, read: Callable[[int, int], bytes], offsets: dict[str, int], symbols: dict[str, int],
-                 version: tuple[int, int]) -> None:
+    def __init__(
+        self,
+        read: Callable[[int, int], bytes],
+        offsets: dict[str, int],
+        symbols: dict[str, int],
+        version: tuple[int, int],
+    ) -> None:
         self._read = read
         self.off = offsets
         self.sym = symbols
@@ -264,7 +269,10 @@ class Memory:
         """The value of `obj.name` found in its instance attributes (no descriptor, no code run), or 0."""
         off, t = self.off, self.type_of(obj)
         flags = self.u64(t + off["tp_flags"])
-        keys = lambda: self.u64(t + off["ht_cached_keys"])  # noqa: E731 - a split table's shared keys
+
+        def keys() -> int:  # a split table's keys, shared by the type's instances
+            return self.u64(t + off["ht_cached_keys"])
+
         if self.version >= (3, 11) and flags & MANAGED_DICT:
             if self.version >= (3, 13):
                 values = obj + self.i64(t + off["tp_basicsize"])
