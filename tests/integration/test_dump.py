@@ -85,9 +85,9 @@ def start_target(tmp_path: Path, source: str, *args: str) -> tuple[subprocess.Po
     return proc, script
 
 
-def dump(*args: str) -> tuple[subprocess.CompletedProcess, float]:
+def dump(*args: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "truestack", "dump", *args], env=truestack_env(),
+    proc = subprocess.run([sys.executable, "-m", "truestack", "dump", *args], env=truestack_env(**env),
                           capture_output=True, text=True, timeout=60)
     return proc, time.perf_counter() - start
 
@@ -177,6 +177,18 @@ def test_json_has_the_same_content(deadlocked):
     assert first["name"] == "locker-1"
 
 
+def test_elf_symbols_read_the_same_as_our_own(deadlocked):
+    # The target runs our interpreter file, so its symbols come from our own addresses; read from its
+    # ELF file instead (what a target running another build of Python needs), the dump is the same.
+    proc, _ = deadlocked
+    own, _ = dump("--json", "--locals", str(proc.pid))
+    elf, _ = dump("--json", "--locals", str(proc.pid), TRUESTACK_DUMP_SYMBOLS="elf")
+    assert own.returncode == 0 and elf.returncode == 0, own.stderr + elf.stderr
+    own_data, elf_data = json.loads(own.stdout), json.loads(elf.stdout)
+    assert own_data["symbols_from"] == "same interpreter file" and elf_data["symbols_from"] == "ELF symbols"
+    assert own_data["threads"] == elf_data["threads"]
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the spinning C function")
 def test_a_thread_holding_the_gil_forever_in_c(tmp_path):
     so = tmp_path / "spin.so"
@@ -242,6 +254,25 @@ def test_not_a_python_process():
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+OLD_PYTHONS = [p for p in ("/root/.pyenv/versions/3.9.18/bin/python3.9", "/root/.pyenv/versions/2.7.18/bin/python2.7")
+               if os.access(p, os.X_OK)]
+
+
+@pytest.mark.parametrize("exe", OLD_PYTHONS or [pytest.param(None, marks=pytest.mark.skip(reason="no CPython < 3.10 here"))])
+def test_unsupported_python_version(exe):
+    old = subprocess.Popen([exe, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        out, _ = dump(str(old.pid))
+        assert out.returncode == 1
+        version = re.search(r"python(\d\.\d+)$", exe).group(1)
+        assert out.stderr == (f"truestack: error: unsupported Python version {version} in process {old.pid} "
+                              "(truestack dump supports CPython 3.10–3.13)\n"), out.stderr
+    finally:
+        old.kill()
+        old.wait()
 
 
 @pytest.mark.parametrize("args,message", [

@@ -7,6 +7,7 @@ import json.decoder
 import sys
 import threading
 import types
+from pathlib import Path
 
 from truestack.remote.linetable import addr2line
 
@@ -22,7 +23,7 @@ def all_codes(code: types.CodeType) -> list[types.CodeType]:
 def test_every_offset_maps_to_the_interpreters_line():
     sources = [threading.__file__, json.decoder.__file__]
     extra = "def g():\n    x = (1 +\n         2)\n    try:\n        pass\n    finally:\n        y = [i for i in range(3)]\n"
-    codes = [c for path in sources for c in all_codes(compile(open(path).read(), path, "exec"))]
+    codes = [c for path in sources for c in all_codes(compile(Path(path).read_text(), path, "exec"))]
     codes += all_codes(compile(extra + "\n" * 300 + "def far():\n    return 1\n", "<extra>", "exec"))
     checked = 0
     for code in codes:

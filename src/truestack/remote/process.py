@@ -237,23 +237,24 @@ def locate(pid: int) -> Target:
         raise RemoteError(f"process {pid} is not a Python process (it runs {exe})")
     own = find_image(os.getpid())
     version: tuple[int, int] | None
-    if own is not None and (own.dev, own.inode) == (image.dev, image.inode):
+    same_file = own is not None and (own.dev, own.inode) == (image.dev, image.inode)
+    if same_file and own is not None and os.environ.get("TRUESTACK_DUMP_SYMBOLS") != "elf":
         symbols, version, how = _own_symbols(own, image), sys.version_info[:2], "same interpreter file"
     else:
         symbols, version = _elf_symbols(pid, image)
         how = "ELF symbols"
-        if version is None:  # 3.10 has no Py_Version: the file's name tells
-            m = _LIBPYTHON.search(image.path) or _EXE_VERSION.search(os.path.basename(image.path))
-            version = (int(m.group(1)), int(m.group(2))) if m else None
-    if "_PyRuntime" not in symbols:
-        raise RemoteError(f"process {pid} is not a Python process (no _PyRuntime in {image.path})")
-    if version is None:
-        raise RemoteError(f"cannot tell which Python version process {pid} runs ({image.path})")
-    if version not in SUPPORTED:
+    if version is None:  # 3.10 and older have no Py_Version: the file's name tells
+        m = _LIBPYTHON.search(image.path) or _EXE_VERSION.search(os.path.basename(image.path))
+        version = (int(m.group(1)), int(m.group(2))) if m else None
+    if version is not None and version not in SUPPORTED:
         raise RemoteError(
             f"unsupported Python version {version[0]}.{version[1]} in process {pid} (truestack dump supports "
             "CPython 3.10–3.13)"
         )
+    if "_PyRuntime" not in symbols:
+        raise RemoteError(f"process {pid} is not a Python process (no _PyRuntime in {image.path})")
+    if version is None:
+        raise RemoteError(f"cannot tell which Python version process {pid} runs ({image.path})")
     if version != sys.version_info[:2]:
         raise VersionMismatch(version, interpreter_candidates(pid, exe))
     missing = [name for name in SYMBOLS if name not in symbols]

@@ -223,7 +223,7 @@ class Reader:
         return result
 
 
-def dump(pid: int, with_locals: bool = False, max_depth: int = 512) -> ProcessDump:
+def dump(pid: int, with_locals: bool = False, max_depth: int = 4096) -> ProcessDump:
     """Every Python thread's stack in process `pid`, read without stopping it or running code in it."""
     start = time.perf_counter()
     target = locate(pid)
