@@ -237,6 +237,59 @@ def test_a_running_thread_is_read_or_flagged_never_torn(tmp_path):
         proc.wait()
 
 
+CHURN = '''\
+import threading
+def gen(n):
+    for i in range(n):
+        yield i
+def rec(n):
+    if n == 0:
+        return sum(gen(50))
+    return rec(n - 1)
+def short():
+    rec(20)
+def spawner():
+    while True:
+        ts = [threading.Thread(target=short) for _ in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+def busy():
+    while True:
+        rec(30)
+threading.Thread(target=spawner, daemon=True).start()
+threading.Thread(target=busy, daemon=True).start()
+print("ready", flush=True)
+while True:
+    rec(10)
+'''
+
+
+def test_a_churning_program_is_read_or_flagged_never_misread(tmp_path):
+    """Threads start and end, stacks grow and shrink, generators resume and suspend while dump reads:
+    every dump succeeds, and every frame it reports is one the program really has."""
+    proc, script = start_target(tmp_path, CHURN)
+    known = {"<module>", "gen", "rec", "short", "spawner", "busy"}
+    try:
+        flagged = 0
+        for _ in range(10):
+            out, _ = dump("--json", "--locals", str(proc.pid))
+            assert out.returncode == 0, out.stderr
+            for thread in json.loads(out.stdout)["threads"]:
+                flagged += not thread["consistent"]
+                for frame in thread["frames"]:
+                    if frame["filename"] == str(script):
+                        assert frame["function"] in known, (frame, thread)
+                        assert 1 <= frame["line"] <= len(CHURN.splitlines()), (frame, thread)
+                    else:
+                        assert frame["filename"].endswith("threading.py"), (frame, thread)
+                        assert frame["line"] > 0, (frame, thread)
+                    if frame["function"] == "rec" and thread["consistent"]:
+                        assert re.fullmatch(r"\d+", frame["locals"]["n"]), frame
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_no_such_process():
     out, _ = dump("99999999")
     assert out.returncode == 1

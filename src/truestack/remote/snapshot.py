@@ -195,30 +195,27 @@ class Reader:
         tid, ident = self.native_id(tstate)
         name = "MainThread" if tid == self.t.pid else None
         result = ThreadDump(tid, ident, name, False, _proc_state(self.t.pid, tid) if tid else "unknown")
-        problem: str | None = "not read"
+        consistent = False
+        problem: str | None = "its frames changed while they were read"
         for _ in range(ATTEMPTS):
             self.mem.forget_codes()  # a code object seen in an earlier attempt may be gone
             first, depth, partial = self.remote.walk(tstate, max_depth)
             try:
                 frames = self._resolve(first, with_locals)
-            except Unreadable:
-                problem = "its frames changed while they were read"
-                continue
-            try:
                 name = self.thread_name(first) or result.name
             except Unreadable:
-                name = result.name
+                consistent, problem = False, "its frames changed while they were read"
+                continue
             second, _, partial2 = self.remote.walk(tstate, max_depth)
             result.frames, result.depth, result.name = frames, depth, name
-            if first != second:
-                problem = "its stack changed while it was read (the thread is running)"
+            if first != second or partial2 != partial:
+                consistent, problem = False, "its stack changed while it was read (the thread is running)"
                 continue
-            problem = f"partial stack: {partial}" if partial else None
-            if partial in ("torn", "fault") or partial2 != partial:
-                problem = f"its stack was caught mid-update ({partial})"
-                continue
-            break
-        result.consistent = problem is None or problem.startswith("partial stack")
+            consistent, problem = True, (f"partial stack: {partial}" if partial else None)
+            if partial is None:
+                break
+            # Read the same twice but partial: it may be a moment's state (a thread starting or ending).
+        result.consistent = consistent
         result.problem = problem
         return result
 
@@ -232,7 +229,14 @@ def dump(pid: int, with_locals: bool = False, max_depth: int = 4096) -> ProcessD
         threads = []
         holder = reader.gil_holder()
         for tstate in reader.thread_states():
-            t = reader.thread(tstate, with_locals, max_depth)
+            try:
+                t = reader.thread(tstate, with_locals, max_depth)
+            except Unreadable:
+                if tstate not in reader.thread_states():
+                    continue  # the thread ended while it was read
+                t = ThreadDump(
+                    0, 0, None, False, "unknown", consistent=False, problem="its thread state was unreadable"
+                )
             t.holds_gil = tstate == holder
             threads.append(t)
         if holder and not any(t.holds_gil for t in threads):
