@@ -47,7 +47,7 @@ def _rerun(args: argparse.Namespace, version: tuple[int, int], candidates: list[
             )  # fmt: skip
             if probe.returncode == 0 and probe.stdout.strip() == wanted:
                 sys.stdout.flush()
-                os.execve(exe, [exe, "-m", "truestack", *argv], {**os.environ, REEXEC_ENV: "1"})
+                os.execve(exe, [exe, "-m", "truestack", *argv], {**os.environ, REEXEC_ENV: "1", "PYTHONSAFEPATH": "1"})
     exe = candidates[0] if candidates else f"python{wanted}"
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return _fail(

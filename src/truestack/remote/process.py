@@ -212,6 +212,15 @@ class Target:
     how: str  # "same interpreter file" or "ELF symbols"
 
 
+def _target_path(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = dict(item.split(b"=", 1) for item in fh.read().split(b"\0") if b"=" in item)
+    except OSError:
+        return []
+    return [d for d in env.get(b"PATH", b"").decode(errors="replace").split(":") if d.startswith("/")]
+
+
 def interpreter_candidates(pid: int, exe: str) -> list[str]:
     """Interpreters to run dump under for this target: the argv[0] it was started as (a venv's python keeps
     its site-packages), then its executable."""
@@ -221,8 +230,15 @@ def interpreter_candidates(pid: int, exe: str) -> list[str]:
             argv0 = fh.read().split(b"\0")[0].decode(errors="replace")
     except OSError:
         argv0 = ""
-    if argv0.startswith("/") and os.access(argv0, os.X_OK):
-        out.append(argv0)
+    if argv0 and "/" not in argv0:  # found on the target's PATH
+        argv0 = next((p for p in (os.path.join(d, argv0) for d in _target_path(pid)) if os.access(p, os.X_OK)), "")
+    elif argv0 and not argv0.startswith("/"):  # relative to the target's working directory
+        try:
+            argv0 = os.path.join(os.readlink(f"/proc/{pid}/cwd"), argv0)
+        except OSError:
+            argv0 = ""
+    if argv0 and os.access(argv0, os.X_OK):
+        out.append(os.path.abspath(argv0))
     if exe not in out and os.access(exe, os.X_OK):
         out.append(exe)
     return out

@@ -239,9 +239,7 @@ def dump(pid: int, with_locals: bool = False, max_depth: int = 4096) -> ProcessD
                 )
             t.holds_gil = tstate == holder
             threads.append(t)
-        if holder and not any(t.holds_gil for t in threads):
-            holder = 0
-        # The GIL could have moved while the stacks were read: read it again and say only what held.
+        # The GIL may have changed hands while the stacks were read: name a holder only if it held throughout.
         if reader.gil_holder() != holder:
             for t in threads:
                 t.holds_gil = False
