@@ -19,6 +19,8 @@ DEADLOCK = '''\
 import threading, time
 a = threading.Lock()
 b = threading.Lock()
+has_a = threading.Event()
+has_b = threading.Event()
 
 def first():
     n = 42
@@ -30,20 +32,23 @@ def first():
     flag = True
     big = 2 ** 100
     with a:
-        time.sleep(0.2)
+        has_a.set()
+        has_b.wait()
         with b:  # FIRST WAITS
             pass
 
 def second():
     with b:
-        time.sleep(0.2)
+        has_b.set()
+        has_a.wait()
         with a:  # SECOND WAITS
             pass
 
 t1 = threading.Thread(target=first, name="locker-1")
 t2 = threading.Thread(target=second, name="locker-2")
 t1.start(); t2.start()
-time.sleep(0.5)
+has_a.wait(); has_b.wait()
+time.sleep(0.3)  # both are past their wait, in the acquire that never returns
 print("ready", flush=True)
 t1.join()  # MAIN WAITS
 '''
@@ -104,7 +109,6 @@ def blocks(text: str) -> dict[str, str]:
 @pytest.fixture
 def deadlocked(tmp_path):
     proc, script = start_target(tmp_path, DEADLOCK)
-    time.sleep(0.3)  # both threads are in their second acquire
     yield proc, script
     proc.kill()
     proc.wait()
@@ -114,6 +118,7 @@ def test_deadlock_shows_every_thread_where_it_waits(deadlocked):
     proc, script = deadlocked
     out, seconds = dump(str(proc.pid))
     assert out.returncode == 0, out.stderr
+    assert proc.poll() is None  # still there: nothing was stopped or injected
     assert seconds < 2, seconds
     text = out.stdout
     assert f"Process {proc.pid}: " in text and "3 Python threads" in text, text
@@ -196,10 +201,14 @@ def test_a_thread_holding_the_gil_forever_in_c(tmp_path):
     subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-o", str(so), str(tmp_path / "spin.c")], check=True)
     proc, script = start_target(tmp_path, GIL_HELD, str(so))
     try:
-        time.sleep(0.5)  # the spinner has the GIL: nothing else in the process runs Python again
-        out, seconds = dump("--locals", str(proc.pid))
-        assert out.returncode == 0, out.stderr
-        assert seconds < 2, seconds
+        deadline = time.monotonic() + 10
+        while True:  # until the spinner is in C with the GIL: then nothing else in the process runs Python again
+            out, seconds = dump("--locals", str(proc.pid))
+            assert out.returncode == 0, out.stderr
+            assert seconds < 2, seconds
+            if ("in spinner" in out.stdout and "holds the GIL" in out.stdout) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         threads = blocks(out.stdout)
         assert len(threads) == 3, out.stdout
         holders = [h for h in threads if "holds the GIL" in h]
