@@ -157,6 +157,53 @@ def test_locals_are_read_not_evaluated(deadlocked):
     assert "n = 42" not in second, second
 
 
+PREVIEWS = '''\
+import threading
+ev = threading.Event()
+def outer():
+    cellv = "captured"
+    def inner():
+        u = "héllo wörld"
+        e = "emoji 🎉"
+        neg = -12345678901234567890
+        zero = 0
+        empty = ()
+        one = (1,)
+        nested = {"a": [1, {"b": 2}], 3: (4, 5)}
+        lst = list(range(100))
+        fl = float("inf")
+        long_text = "x" * 1000
+        unbound_later = None
+        del unbound_later
+        print("ready", flush=True)
+        ev.wait()  # INNER WAITS
+        return cellv
+    return inner()
+outer()
+'''
+
+
+def test_locals_previews_of_every_kind(tmp_path):
+    proc, script = start_target(tmp_path, PREVIEWS)
+    try:
+        time.sleep(0.2)
+        out, _ = dump("--locals", "--json", str(proc.pid))
+        assert out.returncode == 0, out.stderr
+        (thread,) = json.loads(out.stdout)["threads"]
+        frames = {f["function"].rsplit(".", 1)[-1]: f for f in thread["frames"] if f["filename"] == str(script)}
+        inner, outer = frames["inner"]["locals"], frames["outer"]["locals"]
+        assert frames["inner"]["line"] == line_of(PREVIEWS, "INNER WAITS")
+        assert inner == {
+            "u": "'héllo wörld'", "e": "'emoji 🎉'", "neg": "-12345678901234567890", "zero": "0", "empty": "()",
+            "one": "(1,)", "nested": "{'a': [1, {...}], 3: (4, 5)}", "lst": "[0, 1, 2, 3, 4, ... (100 items)]",
+            "fl": "inf", "long_text": repr("x" * 200) + "...", "cellv": "'captured'",
+        }, inner
+        assert outer["cellv"] == "'captured'" and re.fullmatch(r"<function object at 0x[0-9a-f]+>", outer["inner"])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_json_has_the_same_content(deadlocked):
     proc, script = deadlocked
     text, _ = dump("--locals", str(proc.pid))

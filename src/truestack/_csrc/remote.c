@@ -203,6 +203,8 @@ static PyObject *offsets(void) {
     OFF("co_localspluskinds", -1);
     OFF("co_nlocalsplus", -1);
     OFF("co_varnames", offsetof(PyCodeObject, co_varnames));
+    OFF("co_cellvars", offsetof(PyCodeObject, co_cellvars));
+    OFF("co_freevars", offsetof(PyCodeObject, co_freevars));
     OFF("frame_localsplus", offsetof(PyFrameObject, f_localsplus));
     /* 3.10's PyDictKeysObject is private to Objects/dict-common.h:
      * dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices[]. */

@@ -33,7 +33,7 @@ class CodeInfo:
     firstlineno: int
     linetable: bytes
     local_names: tuple[str, ...]
-    local_kinds: bytes  # 3.11+: CO_FAST_* per slot; 3.10: empty (all plain locals)
+    local_kinds: bytes  # CO_FAST_* per slot (3.10: made up from co_nlocals, co_cellvars and co_freevars)
 
 
 class Memory:
@@ -139,10 +139,13 @@ class Memory:
             names_tuple = self.u64(code + off["co_localsplusnames"])
             kinds, _ = self.bytes_(self.u64(code + off["co_localspluskinds"]), limit=1 << 16)
             count = self.i32(code + off["co_nlocalsplus"])
-        else:
-            names_tuple = self.u64(code + off["co_varnames"])
-            kinds, count = b"", self.i32(code + off["co_nlocals"])
-        names = self._names(names_tuple, count)
+            names = self._names(names_tuple, count)
+        else:  # 3.10: f_localsplus holds the locals, then the cells, then the free variables
+            names = self._names(self.u64(code + off["co_varnames"]), self.i32(code + off["co_nlocals"]))
+            cells = self._names(self.u64(code + off["co_cellvars"]), 4096)
+            frees = self._names(self.u64(code + off["co_freevars"]), 4096)
+            kinds = bytes(len(names)) + bytes([CO_FAST_CELL]) * len(cells) + bytes([CO_FAST_FREE]) * len(frees)
+            names += cells + frees
         info = CodeInfo(name, filename, firstlineno, table, names, kinds)
         self._codes[code] = info
         return info
