@@ -198,7 +198,7 @@ def test_locals_previews_of_every_kind(tmp_path):
             "one": "(1,)", "nested": "{'a': [1, {...}], 3: (4, 5)}", "lst": "[0, 1, 2, 3, 4, ... (100 items)]",
             "fl": "inf", "long_text": repr("x" * 200) + "...", "cellv": "'captured'",
         }, inner
-        assert outer["cellv"] == "'captured'" and re.fullmatch(r"<function object at 0x[0-9a-f]+>", outer["inner"])
+        assert outer["cellv"] == "'captured'" and re.fullmatch(r"<function outer\.<locals>\.inner at 0x[0-9a-f]+>", outer["inner"])
     finally:
         proc.kill()
         proc.wait()

@@ -234,6 +234,7 @@ static PyObject *offsets(void) {
     OFF("list_items", offsetof(PyListObject, ob_item));
     OFF("float_value", offsetof(PyFloatObject, ob_fval));
     OFF("cell_ref", offsetof(PyCellObject, ob_ref));
+    OFF("func_qualname", offsetof(PyFunctionObject, func_qualname));
 #if PY_VERSION_HEX >= 0x030C0000
     OFF("long_tag", offsetof(PyLongObject, long_value.lv_tag));
     OFF("long_digits", offsetof(PyLongObject, long_value.ob_digit));

@@ -36,6 +36,7 @@ SYMBOLS = (
     "PyList_Type",
     "PyDict_Type",
     "PyCell_Type",
+    "PyFunction_Type",
     "_Py_NoneStruct",
     "_Py_TrueStruct",
     "_Py_FalseStruct",

@@ -206,6 +206,8 @@ class Memory:
             return self._sequence(obj, t == sym["PyTuple_Type"], depth)
         if t == sym["PyDict_Type"]:
             return self._dict(obj, depth)
+        if t == sym["PyFunction_Type"]:
+            return f"<function {self.string(self.u64(obj + self.off['func_qualname']))[0]} at {obj:#x}>"
         return f"<{self.cstring(self.u64(t + self.off['tp_name']))} object at {obj:#x}>"
 
     def _items(self, addrs: list[int], depth: int) -> list[str]:
