@@ -54,11 +54,9 @@ void ts_remote_note_frame(int i, uintptr_t frame) {
     if (i >= 0 && i < TS_MAX_DEPTH) frame_addrs[i] = frame;
 }
 
-static PyObject *raise_read_errno(int err, uintptr_t addr) {
+static PyObject *raise_read_errno(int err) {
     errno = err;
-    PyObject *exc = PyErr_SetFromErrno(PyExc_OSError);
-    (void)addr;
-    return exc;
+    return PyErr_SetFromErrno(PyExc_OSError);
 }
 
 static PyObject *py_open(PyObject *self, PyObject *arg) {
@@ -85,7 +83,7 @@ static PyObject *py_read(PyObject *self, PyObject *args) {
     if (got != n) {
         int err = got < 0 ? errno : EFAULT;
         Py_DECREF(out);
-        return raise_read_errno(err, (uintptr_t)addr);
+        return raise_read_errno(err);
     }
     return out;
 }
@@ -117,7 +115,7 @@ static PyObject *py_walk(PyObject *self, PyObject *args) {
     ts_walk((void *)(uintptr_t)tstate, buf, max_depth, &r);
     if (read_errno && read_errno != EFAULT && read_errno != EIO) {
         PyMem_Free(buf);
-        return raise_read_errno(read_errno, 0);
+        return raise_read_errno(read_errno);
     }
     PyObject *frames = PyList_New(r.nframes);
     for (int i = 0; frames && i < r.nframes; i++) {
