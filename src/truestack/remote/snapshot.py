@@ -228,7 +228,7 @@ def dump(pid: int, with_locals: bool = False, max_depth: int = 4096) -> ProcessD
         reader = Reader(target)
         threads = []
         holder = reader.gil_holder()
-        for tstate in reader.thread_states():
+        for tstate in reversed(reader.thread_states()):  # oldest (the main thread) first
             try:
                 t = reader.thread(tstate, with_locals, max_depth)
             except Unreadable:
