@@ -105,6 +105,9 @@ class Memory:
         return text, length > limit
 
     def bytes_(self, obj: int, limit: int = MAX_STR) -> tuple[bytes, bool]:
+        """(data, cut short?) of an exact bytes."""
+        if not self.is_a(obj, "PyBytes_Type"):
+            raise Unreadable("not a bytes")
         size = self.i64(obj + self.off["ob_size"])
         if size < 0:
             raise Unreadable("bad bytes")
