@@ -1,8 +1,10 @@
-"""Builds the three optional C extensions.
+"""Builds the four optional C extensions.
 
 - `truestack._native`: the sampler (signal handler, walker, ring, timers).
 - `truestack._oracle`: the validation oracle that checks the sampler's walker
   (`truestack validate`); it borrows the walker from `_native` at import.
+- `truestack._remote`: `truestack dump`'s reader of another process: the
+  sampler's walker compiled again against process_vm_readv loads.
 - `truestack._debughook`: the debugger's breakpoint fast path (a PEP 523
   frame-evaluation hook on 3.10/3.11, the LINE callback on 3.12+, breakpoint
   conditions and counts in C).
@@ -31,6 +33,9 @@ NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", 
 ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
                   "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
 DEBUGHOOK_SOURCES = ["debughook.c", "debughook_records.c", "debughook_decide.c"]
+# `truestack dump`: the sampler's walker.c and layout.c compiled a second time, against
+# process_vm_readv loads (TS_REMOTE_LOADS) instead of the signal handler's guarded ones.
+REMOTE_SOURCES = ["remote.c", "walker.c", "layout.c"]
 
 
 class OptionalBuildExt(build_ext):
@@ -76,7 +81,7 @@ def sanitize() -> bool:
     return os.environ.get("TRUESTACK_SANITIZE") == "1"
 
 
-def extension(name: str, sources: list[str]) -> Extension:
+def extension(name: str, sources: list[str], macros: list[tuple[str, str]] | None = None) -> Extension:
     include_dir = sysconfig.get_paths()["include"]
     test_build = os.environ.get("TRUESTACK_TEST_BUILD") == "1"
     flags = ["-O2", "-std=gnu11", "-fno-strict-aliasing", "-fvisibility=hidden", "-Wall"]
@@ -88,7 +93,7 @@ def extension(name: str, sources: list[str]) -> Extension:
         name,
         sources=[f"{CSRC}/{s}" for s in sources],
         include_dirs=[include_dir, os.path.join(include_dir, "internal"), CSRC],
-        define_macros=[("Py_BUILD_CORE_MODULE", "1")] + ([("TS_TEST_HOOKS", "1")] if test_build else []),
+        define_macros=[("Py_BUILD_CORE_MODULE", "1")] + ([("TS_TEST_HOOKS", "1")] if test_build else []) + (macros or []),
         extra_compile_args=flags,
         extra_link_args=["-fsanitize=address,undefined"] if sanitize() else [],
         libraries=["rt"],
@@ -97,6 +102,7 @@ def extension(name: str, sources: list[str]) -> Extension:
 
 setup(
     ext_modules=[extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES),
-                 extension("truestack._debughook", DEBUGHOOK_SOURCES)],
+                 extension("truestack._debughook", DEBUGHOOK_SOURCES),
+                 extension("truestack._remote", REMOTE_SOURCES, [("TS_REMOTE_LOADS", "1")])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -51,6 +51,13 @@ def test_oracle_stub_names_match_the_module():
     assert stub_names("_oracle") - module_names(_oracle) <= {"inject_walker_fault"}
 
 
+def test_remote_stub_names_match_the_module():
+    from truestack import _remote
+
+    assert module_names(_remote) == stub_names("_remote")
+    assert _remote.MAX_DEPTH == _native.MAX_DEPTH and sys.hexversion >> 16 == _remote.VERSION_HEX >> 16
+
+
 def test_frame_kinds_are_one_list():
     assert _native.FRAME_KINDS == FRAME_KINDS
 

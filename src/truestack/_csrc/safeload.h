@@ -18,6 +18,12 @@ __attribute__((visibility("hidden"))) uint64_t ts_safe_load_asm(uintptr_t addr, 
 #define TS_HAVE_SAFE_LOAD 0
 #endif
 
+#if defined(TS_REMOTE_LOADS)
+/* The dump build (truestack._remote, remote.c) compiles the same walker
+ * against this load: it reads another process with process_vm_readv. */
+uint64_t ts_remote_load(uintptr_t addr, int *fault);
+#endif
+
 /* Non-zero while this thread is inside a guarded load (see on_fault in
  * safeload.c). initial-exec TLS: a plain %fs-relative access, no allocation. */
 extern __thread int ts_loading __attribute__((tls_model("initial-exec")));
@@ -31,7 +37,9 @@ TS_SIGNAL_SAFE static inline uint64_t ts_load(uintptr_t addr, int *fault) {
         *fault = 1;
         return 0;
     }
-#if TS_HAVE_SAFE_LOAD
+#if defined(TS_REMOTE_LOADS)
+    return ts_remote_load(addr, fault);
+#elif TS_HAVE_SAFE_LOAD
     ts_loading++;
     uint64_t word = ts_safe_load_asm(addr, fault);
     ts_loading--;

@@ -97,10 +97,20 @@ TS_SIGNAL_SAFE static int plausible_iframe(uintptr_t f, ts_chunks *c, int *owner
     return TS_BAD_FRAME;
 }
 
+#if defined(TS_REMOTE_LOADS)
+/* The dump build (remote.c) also keeps each recorded frame's address, to
+ * read its local variables; the sampler's build records nothing more. */
+void ts_remote_note_frame(int i, uintptr_t frame);
+#define NOTE_FRAME(i, frame) ts_remote_note_frame((i), (frame))
+#else
+#define NOTE_FRAME(i, frame) ((void)0)
+#endif
+
 /* Records one frame or only counts it once out is full. */
-#define EMIT(code_, off_, kind_)                                                                                       \
+#define EMIT(frame_, code_, off_, kind_)                                                                               \
     do {                                                                                                               \
         if (res->nframes < max) {                                                                                      \
+            NOTE_FRAME(res->nframes, (frame_));                                                                        \
             out[res->nframes].code = (void *)(code_);                                                                  \
             out[res->nframes].off_kind = TS_PACK((off_), (kind_));                                                     \
             res->nframes++;                                                                                            \
@@ -131,7 +141,7 @@ TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int
             res->partial = TS_BAD_OFFSET;
             return;
         }
-        EMIT(code, lasti * 2, TS_KIND_PYTHON);
+        EMIT(f, code, lasti * 2, TS_KIND_PYTHON);
         f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
     }
     if (fault) res->partial = TS_FAULT;
@@ -193,7 +203,7 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
             f = next;
             continue;
         }
-        EMIT(code, off, TS_KIND_PYTHON);
+        EMIT(f, code, off, TS_KIND_PYTHON);
         f = next;
     }
     if (fault) {

@@ -6,6 +6,11 @@
  * dereferences memory except through fault-tolerant loads, checks every
  * frame for plausibility, skips incomplete and shim frames, and keeps
  * counting after `max` so the result carries the true depth.
+ *
+ * walker.c is compiled twice: into truestack._native with the signal
+ * handler's guarded loads, and into truestack._remote (TS_REMOTE_LOADS,
+ * remote.c) with loads that read another process (`truestack dump`). The
+ * second build changes nothing in the first: its hooks compile to nothing.
  */
 #ifndef TS_WALKER_H
 #define TS_WALKER_H
