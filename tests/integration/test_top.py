@@ -236,3 +236,37 @@ def test_full_screen_ends_with_the_program_and_gives_its_status_and_output(tmp_s
     tail = text[text.rfind("\x1b[?1049l"):]
     assert "program says hello" in tail and "program says bye" in tail  # shown once the view is gone
     assert "zulu_heavy (two.py:2)" in tail  # the end summary
+
+
+# The parent waits while a pool's workers spend their CPU in `burn`.
+POOL = """\
+import multiprocessing, sys
+
+def burn(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+if __name__ == "__main__":
+    multiprocessing.set_start_method(sys.argv[1])
+    with multiprocessing.Pool(2) as pool:
+        pool.map(burn, [600_000] * int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_subprocesses_bring_the_workers_functions_into_the_table(tmp_script, tmp_path, follow):
+    script = tmp_script("pool.py", POOL)
+    flags = ["--subprocesses"] if follow else []
+    result = run_truestack("top", "--rate", "500", "--interval", "0.5", *flags, str(script), "spawn", "80",
+                           cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    snapshots = _snapshots(result.stdout)
+    assert snapshots, result.stdout
+    header, last = snapshots[-1]
+    if follow:
+        # The workers' time is nearly all in burn; the parent mostly waits (cpu mode: no weight).
+        assert "burn" in last and last["burn"][2] >= 60, (header.group(0), last)
+    else:
+        assert "burn" not in last, (header.group(0), last)

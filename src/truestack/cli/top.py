@@ -60,6 +60,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help="auto, native, or safepoint")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary at the end")
+    p.add_argument(
+        "--subprocesses",
+        action="store_true",
+        help="follow the Python processes the program starts (multiprocessing, subprocess) into the table",
+    )
     p.add_argument("--pid", type=int, metavar="PID", help="watch a running process (needs attach: not available yet)")
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
@@ -95,6 +100,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.include_idle,
         args.quiet,
         SUMMARY_ROWS,
+        subprocesses=args.subprocesses,
     )
 
 

@@ -17,6 +17,7 @@ however deep it recursed. No terminal code here: the views format `Row`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .profile import STATES, Profile, ThreadSamples
@@ -211,6 +212,82 @@ class LiveTable:
             s = p.stacks.prefix[s]
         result = self._stack_funcs[stack] = (funcs[0], tuple(funcs))
         return result
+
+
+ProcessProfiles = Callable[[], "list[tuple[int, Profile]]"]  # (pid, its growing profile) of followed children
+
+
+class ProcessesLiveTable:
+    """The program's profile and those of the child processes it starts (`--subprocesses`),
+    counted as one table: functions are merged by name and location, so a function the
+    workers run shows once with all their time, and each thread is named with its process."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        pid: int,
+        children: ProcessProfiles,
+        include_idle: bool = False,
+        start_s: float = 0.0,
+    ) -> None:
+        self.profile = profile  # the program's: its metadata heads the view
+        self.include_idle = include_idle
+        self._start_s = start_s
+        self._children = children
+        self._tables: dict[int, LiveTable] = {pid: LiveTable(profile, include_idle, start_s)}
+        self._func_ids: dict[tuple[str, str], int] = {}
+        self._thread_ids: dict[tuple[int, int], int] = {}
+
+    def _follow_new_children(self) -> None:
+        for pid, profile in self._children():
+            if pid not in self._tables:
+                self._tables[pid] = LiveTable(profile, self.include_idle, self._start_s)
+
+    def has_new_samples(self) -> bool:
+        self._follow_new_children()
+        return any(table.has_new_samples() for table in self._tables.values())
+
+    def advance(self, now_s: float) -> Snapshot:
+        self._follow_new_children()
+        snapshots = [(pid, table.advance(now_s)) for pid, table in self._tables.items()]
+        labels: dict[int, tuple[str, str]] = {}
+        threads: list[ThreadCounts] = []
+        for pid, snap in snapshots:
+            merged_id: dict[int, int] = {}
+            for func, label in snap.labels.items():
+                merged_id[func] = self._func_ids.setdefault(label, len(self._func_ids))
+                labels[merged_id[func]] = label
+            for t in snap.threads:
+                tid = self._thread_ids.setdefault((pid, t.tid), len(self._thread_ids) + 1)
+                threads.append(
+                    ThreadCounts(
+                        tid,
+                        f"{t.name} (pid {pid})",
+                        _merged_counts(t.window, merged_id),
+                        _merged_counts(t.cumulative, merged_id),
+                        t.window_ns,
+                        t.cumulative_ns,
+                    )
+                )
+        program = snapshots[0][1]
+        return Snapshot(
+            elapsed_s=program.elapsed_s,
+            window_s=program.window_s,
+            threads=tuple(threads),
+            labels=labels,
+            samples=sum(snap.samples for _, snap in snapshots),
+            window_samples=sum(snap.window_samples for _, snap in snapshots),
+            idle_left_out=sum(snap.idle_left_out for _, snap in snapshots),
+        )
+
+
+def _merged_counts(counts: Counts, merged_id: dict[int, int]) -> Counts:
+    out: Counts = {}
+    for func, (own, total) in counts.items():
+        entry = out.setdefault(merged_id[func], [0, 0])
+        entry[0] += own
+        entry[1] = max(entry[1], total)  # two ids of one function are on the same stacks: not twice
+    return out
 
 
 def function_label(profile: Profile, func: int) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from ..exporters.top_text import render_snapshot
 from ..model import Profile
-from ..model.live import LiveTable, Snapshot
+from ..model.live import LiveTable, ProcessesLiveTable, ProcessProfiles, Snapshot
 
 
 class LiveView(Protocol):
@@ -30,8 +30,9 @@ class LiveView(Protocol):
         """In the program's process, right after the fork, before it runs."""
         ...
 
-    def open(self, profile: Profile, pid: int, now: float) -> None:
-        """In the supervisor, after the fork: start following `profile` (the program's process is `pid`)."""
+    def open(self, profile: Profile, pid: int, now: float, children: ProcessProfiles | None = None) -> None:
+        """In the supervisor, after the fork: start following `profile` (the program's process is `pid`),
+        and with `children` (`--subprocesses`) the profiles of the processes it starts."""
         ...
 
     def fileno(self) -> int | None:
@@ -83,14 +84,17 @@ class Refresher:
     def __init__(self, interval: float, include_idle: bool) -> None:
         self.interval = interval
         self.include_idle = include_idle
-        self.table: LiveTable | None = None
+        self.table: LiveTable | ProcessesLiveTable | None = None
         self.cpu: ProcessCpu | None = None
         self.cpu_percent: float | None = None
         self.snapshot: Snapshot | None = None
         self.next_at = 0.0
 
-    def open(self, profile: Profile, pid: int, now: float) -> None:
-        self.table = LiveTable(profile, self.include_idle, now)
+    def open(self, profile: Profile, pid: int, now: float, children: ProcessProfiles | None = None) -> None:
+        if children is None:
+            self.table = LiveTable(profile, self.include_idle, now)
+        else:
+            self.table = ProcessesLiveTable(profile, pid, children, self.include_idle, now)
         self.cpu = ProcessCpu(pid, now)
         self.next_at = now + self.interval
 
@@ -116,8 +120,8 @@ class BatchView:
     def prepare_child(self) -> None:
         pass
 
-    def open(self, profile: Profile, pid: int, now: float) -> None:
-        self.refresher.open(profile, pid, now)
+    def open(self, profile: Profile, pid: int, now: float, children: ProcessProfiles | None = None) -> None:
+        self.refresher.open(profile, pid, now, children)
 
     def fileno(self) -> int | None:
         return None

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..exporters.top_text import Line, fit_row, header_facts, lines
 from ..model import Profile
-from ..model.live import SORT_KEYS, Snapshot
+from ..model.live import SORT_KEYS, ProcessProfiles, Snapshot
 from .live import Refresher
 
 _HELP = "o own  t total  n name  w window/since start  f thread  p pause  q quit"
@@ -71,10 +71,10 @@ class ScreenView:
         self._capture.close()
 
     # -- the supervisor ------------------------------------------------------
-    def open(self, profile: Profile, pid: int, now: float) -> None:
+    def open(self, profile: Profile, pid: int, now: float, children: ProcessProfiles | None = None) -> None:
         import curses
 
-        self.refresher.open(profile, pid, now)
+        self.refresher.open(profile, pid, now, children)
         self.screen = curses.initscr()
         try:
             curses.noecho()

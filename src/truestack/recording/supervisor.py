@@ -123,7 +123,12 @@ class _Supervisor:
     def run(self) -> int:
         try:
             if self.live is not None:
-                self.live.open(self.reader.profile, self.child.pid, time.monotonic())
+                self.live.open(
+                    self.reader.profile,
+                    self.child.pid,
+                    time.monotonic(),
+                    self.tree.live_profiles if self.tree is not None else None,
+                )
             return self._loop()
         finally:
             os.close(self.exit_fd)

@@ -208,6 +208,10 @@ class ProcessTree:
                 conn.read_once()
             conn.close()
 
+    def live_profiles(self) -> list[tuple[int, Profile]]:
+        """(pid, profile so far) of each followed process that has sent samples (`top --subprocesses`)."""
+        return [(c.pid, c.reader.profile) for c in self.connections if c.reader.records]
+
     def merged(self, program: Profile, program_info: ProcessInfo) -> Profile:
         """The program's profile with every child's that sent samples, one process group each."""
         parts = [(program_info, program)]
