@@ -29,10 +29,31 @@
 
 /* ------------------------------------------------ 3.10/3.11: eval hook */
 
+static PyObject *probe_armed_cb; /* called once an entry probe installed the hook (3.11) */
+
 #if TS_HAS_HOOK
+static int watched_code(PyObject *code);
+static void switch_trace(PyThreadState *ts, Py_tracefunc func);
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+/* The frame the last entry probe started tracing (one is enough: another
+ * thread's such frame is switched off at its next call instead). */
+static struct _PyInterpreterFrame *probe_frame;
+#endif
+
 static int trace_lines(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
     (void)obj;
     (void)arg;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    if (what == PyTrace_RETURN && frame->f_frame == probe_frame) {
+        /* The frame an entry probe started ran before the hook existed, so
+         * the hook will not switch tracing off when it returns: do it here
+         * if its caller holds no breakpoint. */
+        probe_frame = NULL;
+        struct _PyInterpreterFrame *back = frame->f_frame->previous;
+        if (!watched_code(back ? (PyObject *)back->f_code : NULL)) switch_trace(PyThreadState_Get(), NULL);
+        return 0;
+    }
+#endif
     if (what != PyTrace_LINE) return 0;
     dh_n_line_events++;
     CodeRecord *rec;
@@ -112,6 +133,49 @@ static PyObject *eval_hook(PyThreadState *ts, EvalFrame *frame, int throwflag) {
     return result;
 }
 #endif
+
+static Py_ssize_t dh_n_probe_installs; /* hooks installed by an entry probe */
+
+/* 3.11's entry probe (debugger/entry_probe.py): code holding a breakpoint
+ * calls this right after its RESUME. The hook is installed only now, the
+ * first time such code runs, because on 3.11 an installed hook costs every
+ * Python-to-Python call its inlining; the frame already running misses the
+ * hook's entry, so its thread is line-traced here, as the hook would have. */
+static PyObject *entered(PyObject *m, PyObject *unused) {
+    (void)m;
+    (void)unused;
+#if TS_HAS_HOOK
+    PyThreadState *ts = PyThreadState_Get();
+    PyInterpreterState *interp = ts->interp;
+    _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+    if (current != _PyEval_EvalFrameDefault) {
+        /* Already armed (probes left in running code, or a thread that
+         * raced), or another tool's hook: the debugger then traces itself. */
+        Py_RETURN_NONE;
+    }
+    _PyInterpreterState_SetEvalFrameFunc(interp, eval_hook);
+    dh_n_probe_installs++;
+    if (!ts->tracing && ts->c_tracefunc == NULL) {
+        switch_trace(ts, trace_lines);
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+        probe_frame = ts->cframe->current_frame;
+#endif
+    }
+    /* With the hook in place the probes only cost calls: the debugger takes them out. */
+    if (probe_armed_cb != NULL) {
+        PyObject *r = PyObject_CallNoArgs(probe_armed_cb);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+    }
+#endif
+    Py_RETURN_NONE;
+}
+
+static PyObject *on_probe_armed(PyObject *m, PyObject *cb) {
+    (void)m;
+    Py_XSETREF(probe_armed_cb, cb == Py_None ? NULL : Py_NewRef(cb));
+    Py_RETURN_NONE;
+}
 
 /* ---------------------------------------------------- module functions */
 
@@ -213,6 +277,9 @@ static PyObject *uninstall(PyObject *m, PyObject *unused) {
     PyInterpreterState *interp = PyInterpreterState_Get();
     if (_PyInterpreterState_GetEvalFrameFunc(interp) == eval_hook)
         _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    probe_frame = NULL;
+#endif
     /* Threads left with our trace function (their frame never returned) drop it. */
     for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t != NULL; t = PyThreadState_Next(t))
         if (t->c_tracefunc == trace_lines && _PyEval_SetTrace(t, NULL, NULL) < 0) return NULL;
@@ -262,11 +329,33 @@ static PyObject *thread_traced(PyObject *m, PyObject *unused) {
 #endif
 }
 
+/* Put `new` at `index` of a code object's constants tuple, in place: a
+ * nested def that has not run yet makes its function from this tuple, so
+ * this is the only way its future functions get the probed code. Only a
+ * code object may replace a code object. */
+static PyObject *swap_const(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+    (void)m;
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyLong_Check(args[1]) || !PyCode_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "swap_const(consts: tuple, index: int, new: code)");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= PyTuple_GET_SIZE(args[0]) || !PyCode_Check(PyTuple_GET_ITEM(args[0], i))) {
+        PyErr_SetString(PyExc_ValueError, "swap_const: no code object at that index");
+        return NULL;
+    }
+    PyObject *old = PyTuple_GET_ITEM(args[0], i);
+    PyTuple_SET_ITEM(args[0], i, Py_NewRef(args[2]));
+    Py_DECREF(old);
+    Py_RETURN_NONE;
+}
+
 static PyObject *counters(PyObject *m, PyObject *unused) {
     (void)m;
     (void)unused;
-    return Py_BuildValue("{snsnsnsn}", "simple", dh_n_simple, "named_locals", dh_n_named_locals, "f_locals",
-                         dh_n_f_locals, "line_events", dh_n_line_events);
+    return Py_BuildValue("{snsnsnsnsn}", "simple", dh_n_simple, "named_locals", dh_n_named_locals, "f_locals",
+                         dh_n_f_locals, "line_events", dh_n_line_events, "probe_installs", dh_n_probe_installs);
 }
 
 static PyMethodDef methods[] = {
@@ -283,6 +372,11 @@ static PyMethodDef methods[] = {
     {"hook_installed", hook_installed, METH_NOARGS, "Is the frame-evaluation hook installed?"},
     {"trace_threads", trace_threads, METH_O, "Line-trace the threads with these ids (untraced ones only)."},
     {"thread_traced", thread_traced, METH_NOARGS, "Does this thread run our C trace function?"},
+    {"entered", entered, METH_NOARGS, "3.11 entry probe: install the hook and line-trace this frame's thread."},
+    {"on_probe_armed", on_probe_armed, METH_O,
+     "on_probe_armed(callback or None): called after a probe installs the hook."},
+    {"swap_const", (PyCFunction)(void (*)(void))swap_const, METH_FASTCALL,
+     "swap_const(consts, index, code): replace a code constant in place (entry probes)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,7 +32,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import fastpath
+from . import entry_probe, fastpath
+from .breakpoints import canonic, code_lines
 
 if TYPE_CHECKING:
     from .core import Debugger
@@ -53,22 +54,45 @@ class SettraceBackend:
         # The frame-evaluation hook exists up to 3.11 (3.12+ forced onto this backend goes without)
         self.hook = fastpath.hook if fastpath.hook is not None and fastpath.hook.HAS_HOOK else None
         self._wanted: dict[types.CodeType, bool] = {}
+        hook = self.hook
+        self.probes = (
+            entry_probe.Probes(hook.entered, hook.swap_const) if hook is not None and entry_probe.supported() else None
+        )
+        if self.probes is not None and hook is not None:
+            hook.on_probe_armed(self.probes.clear)  # the hook sees everything from then on
         self._local = self._make_local()
         self._global = self._make_global()
 
     def refresh(self) -> None:
         core = self.core
         self._wanted.clear()
+        probes = self.probes
         if not core.breaks and not core.steps:
             self._python_trace(False)
             if self.hook is not None:
                 self.hook.uninstall()
+            if probes is not None:
+                probes.clear()
             return
         hook = self.hook
         core.claim_fast_path()
         if hook is None or not hook.install():  # no C module, or another tool's hook is in place
+            if probes is not None:
+                probes.clear()
             self._python_trace(True, all_threads=True)
             return
+        if probes is not None:
+            targets = None if core.steps else self._probe_targets(probes)
+            probes.redirect(targets or ())
+            breaks = core.breaks
+            if targets is None:
+                probes.watch_imports()
+            else:
+                probes.watch_imports(lambda filename: bool(breaks.lines_in(filename)), breaks.code_has_breaks)
+                # 3.11: no hook until code holding a breakpoint starts (entry_probe.py).
+                self._python_trace(False)
+                hook.uninstall()
+                return
         if threading.get_ident() in core.steps:
             self._python_trace(True)
             return
@@ -87,6 +111,37 @@ class SettraceBackend:
                 frame = frame.f_back
         if running:
             hook.trace_threads(running)
+
+    def _probe_targets(self, probes: entry_probe.Probes) -> list[types.CodeType] | None:
+        """The code objects to probe so that every breakpoint is reached, or
+        None when probes cannot do it (code holding a breakpoint already runs
+        in a frame or a suspended generator): the hook takes those from the start."""
+        breaks = self.core.breaks
+        running = entry_probe.running_code()
+        targets: dict[int, types.CodeType] = {}
+        covered: set[tuple[str, int]] = set()
+        loaded: set[str] = set()
+        for live in entry_probe.live_code().values():
+            loaded.add(live.co_filename)
+            lines = breaks.lines_in(live.co_filename)
+            if not lines:
+                continue
+            hit = code_lines(live).intersection(lines)
+            if not hit:
+                continue
+            if id(live) in running:
+                return None
+            code = probes.original(live)
+            targets[id(code)] = code
+            file = canonic(code.co_filename)
+            covered.update((file, line) for line in hit)
+        # A breakpoint in a file with no live code waits for its import (the
+        # import is probed); one in a loaded file but in no live code would
+        # only run in a new compile of it (exec of its source): the hook sees that.
+        loaded_files = {canonic(name) for name in loaded}
+        if any((bp.file, bp.line) not in covered and bp.file in loaded_files for bp in breaks.all()):
+            return None
+        return list(targets.values())
 
     def _python_trace(self, on: bool, all_threads: bool = False) -> None:
         """The Python trace function: in this thread (and new threads when
