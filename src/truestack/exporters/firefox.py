@@ -277,7 +277,7 @@ def build(profile: Profile) -> dict[str, Any]:
         "stackwalk": 0,
         "version": GECKO_PROFILE_VERSION,
         "preprocessedProfileVersion": PREPROCESSED_PROFILE_VERSION,
-        "categories": CATEGORIES + [AWAITING_CATEGORY] if any(map(is_task_thread, profile.threads)) else CATEGORIES,
+        "categories": [*CATEGORIES, AWAITING_CATEGORY] if any(map(is_task_thread, profile.threads)) else CATEGORIES,
         "markerSchema": MARKER_SCHEMA,
         "symbolicated": True,
         "sourceCodeIsNotOnSearchfox": True,

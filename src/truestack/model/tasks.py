@@ -31,7 +31,9 @@ def task_rows(profile: Profile) -> list[TaskRow]:
                 on[stack] = on.get(stack, 0) + weight
             else:
                 running += weight
-        rows.append(TaskRow(thread.name, running, awaiting, _awaited(profile, max(on, key=on.__getitem__)) if on else ""))
+        rows.append(
+            TaskRow(thread.name, running, awaiting, _awaited(profile, max(on, key=on.__getitem__)) if on else "")
+        )
     rows.sort(key=lambda r: (-(r.running_ns + r.awaiting_ns), r.name))
     return rows
 

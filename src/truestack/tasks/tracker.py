@@ -28,9 +28,22 @@ from ..samples import STATE_AWAITING, TASK_TID_BASE, Frame, FrameKind, Sample
 from .chain import await_chain, code_frame
 from .hook import TaskHook
 
+
 class _Task:
-    __slots__ = ("chain", "children", "code", "coro", "created_ns", "done", "last_ns", "name", "ran_ns", "root",
-                 "task", "tid")
+    __slots__ = (
+        "chain",
+        "children",
+        "code",
+        "coro",
+        "created_ns",
+        "done",
+        "last_ns",
+        "name",
+        "ran_ns",
+        "root",
+        "task",
+        "tid",
+    )
 
     def __init__(self, tid: int, task: Any, coro: Any, created_ns: int) -> None:
         self.tid = tid
@@ -143,7 +156,7 @@ class TaskTracker:
             if known is not None:
                 return known
             up = parent.get(info.tid)
-            own = (info.root,)
+            own: tuple[Frame, ...] = (info.root,)
             if up is not None and depth < 64:
                 own = prefix(up, depth + 1) + up.chain + own
             prefixes[info.tid] = own
