@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import types
 from typing import Any, NamedTuple
 
 from ..samples import Frame, FrameKind
@@ -18,24 +19,29 @@ class AwaitChain(NamedTuple):
     running: bool  # the task is being stepped right now (nothing awaited)
 
 
+_frames: dict[tuple[Any, int], Frame] = {}  # (code, line) -> Frame: chains repeat, frames are interned
+_FRAMES_LIMIT = 100_000
+
+
 def code_frame(code: Any, line: int) -> Frame:
     """The Frame the native engine makes for this code (qualified name, file, first line)."""
-    return Frame(getattr(code, "co_qualname", code.co_name), code.co_filename, max(line or 0, 0), code.co_firstlineno)
+    key = (code, line)
+    found = _frames.get(key)
+    if found is None:
+        if len(_frames) > _FRAMES_LIMIT:
+            _frames.clear()
+        found = _frames[key] = Frame(
+            getattr(code, "co_qualname", code.co_name), code.co_filename, max(line or 0, 0), code.co_firstlineno
+        )
+    return found
 
 
-def _suspended_frame(obj: Any) -> Any:
-    for attr in ("cr_frame", "gi_frame", "ag_frame"):
-        frame = getattr(obj, attr, None)
-        if frame is not None:
-            return frame
-    return None
-
-
-def _next_awaitable(obj: Any) -> Any:
-    for attr in ("cr_await", "gi_yieldfrom", "ag_await"):
-        if hasattr(obj, attr):
-            return getattr(obj, attr)
-    return None
+# type -> (its suspended frame, what it awaits, is it running): one lookup per link
+_LINKS: dict[type, tuple[str, str, str]] = {
+    types.CoroutineType: ("cr_frame", "cr_await", "cr_running"),
+    types.GeneratorType: ("gi_frame", "gi_yieldfrom", "gi_running"),
+    types.AsyncGeneratorType: ("ag_frame", "ag_await", "ag_running"),
+}
 
 
 def _future_of(obj: Any) -> Any:
@@ -75,26 +81,40 @@ def await_chain(coro: Any) -> AwaitChain:
     children: tuple[Any, ...] = ()
     obj, running = coro, False
     while obj is not None and len(frames) < _MAX_CHAIN:
-        frame = _suspended_frame(obj)
+        link = _LINKS.get(type(obj))
+        frame = getattr(obj, link[0]) if link is not None else None
         if frame is None:
             break  # not a coroutine or generator (a Future, ...), or one that has finished
-        running = running or bool(getattr(obj, "cr_running", False) or getattr(obj, "gi_running", False))
+        running = running or getattr(obj, link[2])  # type: ignore[index]  # link is set when frame is
         code = frame.f_code
         frames.append(code_frame(code, frame.f_lineno))
-        if code.co_name in ("__aexit__", "_aexit"):
+        name = code.co_name
+        if name == "__aexit__" or name == "_aexit":
             children = children or _task_group_children(frame)
-        nxt = _next_awaitable(obj)
-        if nxt is None and code.co_name == "__await__":  # Python Future.__await__: it yields its future
+        nxt = getattr(obj, link[1])  # type: ignore[index]
+        if nxt is None and name == "__await__":  # Python Future.__await__: it yields its future
             nxt = frame.f_locals.get("self")
             if nxt is not None and not hasattr(nxt, "add_done_callback"):
                 nxt = None
             if nxt is not None:
                 frames.pop()  # the future is named next: its __await__ frame says nothing more
         obj = nxt
-    awaited = _future_of(obj) if _suspended_frame(obj) is None else None
+    awaited = None if obj is None or type(obj) in _LINKS else _future_of(obj)
     if awaited is not None and hasattr(awaited, "get_coro"):
         children = (awaited,)
     elif awaited is not None and type(awaited).__name__ == "_GatheringFuture":
         children = tuple(getattr(awaited, "_children", ()))
-    frames.append(Frame(describe(awaited, running), "", 0, 0, _SYNTHETIC))
+    frames.append(_synthetic(describe(awaited, running)))
     return AwaitChain(tuple(frames), awaited, children, running and awaited is None)
+
+
+_synthetic_frames: dict[str, Frame] = {}
+
+
+def _synthetic(name: str) -> Frame:
+    found = _synthetic_frames.get(name)
+    if found is None:
+        if len(_synthetic_frames) > _FRAMES_LIMIT:
+            _synthetic_frames.clear()
+        found = _synthetic_frames[name] = Frame(name, "", 0, 0, _SYNTHETIC)
+    return found

@@ -28,6 +28,14 @@ from ..samples import STATE_AWAITING, TASK_TID_BASE, Frame, FrameKind, Sample
 from .chain import await_chain, code_frame
 from .hook import TaskHook
 
+_WALK_BUDGET_S = 0.001  # await-chain walks per drain stop after this long (GIL held) ...
+_WALKS_MIN = 32  # ... once this many tasks are walked
+_MAX_NESTING = 64  # parents above a task shown at most (a cycle of waits cannot nest forever)
+
+
+def _walked(info: _Task) -> int:
+    return info.walked_ns
+
 
 class _Task:
     __slots__ = (
@@ -35,22 +43,25 @@ class _Task:
         "children",
         "code",
         "coro",
-        "created_ns",
         "done",
         "last_ns",
         "name",
+        "owed_ns",
         "ran_ns",
         "root",
         "task",
         "tid",
+        "walked_ns",
     )
 
     def __init__(self, tid: int, task: Any, coro: Any, created_ns: int) -> None:
         self.tid = tid
         self.task = task
         self.coro = coro
-        self.created_ns = self.last_ns = created_ns
+        self.last_ns = created_ns  # its time is accounted for up to here
         self.ran_ns = 0  # running weight since the last drain
+        self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain not walked since)
+        self.walked_ns = 0  # when its await chain was last walked (0: never)
         self.done = 0  # drains since it was seen done
         name = task.get_name()
         code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
@@ -63,6 +74,30 @@ class _Task:
         self.children: tuple[Any, ...] = ()
 
 
+class _Prefixes:
+    """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
+    for it (computed for the tasks that have samples in this batch only)."""
+
+    def __init__(self, pending: list[_Task]) -> None:
+        self._parent: dict[int, _Task] = {}  # id(child task) -> the task waiting for it
+        for info in pending:
+            for child in info.children:
+                if child is not info.task:
+                    self._parent.setdefault(id(child), info)
+        self._known: dict[int, tuple[Frame, ...]] = {}
+
+    def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
+        known = self._known.get(info.tid)
+        if known is not None:
+            return known
+        up = self._parent.get(id(info.task))
+        own: tuple[Frame, ...] = (info.root,)
+        if up is not None and depth < _MAX_NESTING:
+            own = self(up, depth + 1) + up.chain + own
+        self._known[info.tid] = own
+        return own
+
+
 class TaskTracker:
     """The registry of tasks and the per-batch relabelling; only the collector calls `process`."""
 
@@ -73,6 +108,7 @@ class TaskTracker:
         self._next_tid = TASK_TID_BASE
         self.tasks_seen = 0
         self._installed = False
+        self._drain_ns = 0
 
     def start(self) -> bool:
         self._installed = self.hook.install()
@@ -92,9 +128,10 @@ class TaskTracker:
 
     def process(self, batch: list[Sample], now_ns: int | None = None) -> list[Sample]:
         now = time.monotonic_ns() if now_ns is None else now_ns
+        self._drain_ns = now
         self._register()
         pending = self._snapshot()
-        prefixes = self._prefixes(pending)
+        prefix = _Prefixes(pending)
         out: list[Sample] = []
         for sample in batch:
             info = self._by_coro.get(sample.coro) if sample.coro else None
@@ -103,10 +140,10 @@ class TaskTracker:
                 continue
             info.ran_ns += sample.weight_ns
             sample.thread_id, sample.thread_name = info.tid, info.name
-            sample.frames = prefixes.get(info.tid, (info.root,)) + self._from_coroutine(info, sample.frames)
+            sample.frames = prefix(info) + self._from_coroutine(info, sample.frames)
             out.append(sample)
         if self.wall:
-            out.extend(self._awaiting(pending, prefixes, now))
+            out.extend(self._awaiting(pending, prefix, now))
         for info in pending:
             info.ran_ns = 0
         self._forget_done()
@@ -123,7 +160,12 @@ class TaskTracker:
             self._by_coro[id(coro)] = info
 
     def _snapshot(self) -> list[_Task]:
-        """The tasks still pending, their await chains walked now (the GIL is held)."""
+        """The tasks still pending; the await chains of those walked longest ago, within the budget.
+
+        A walk costs ~10 µs per task with the GIL held: with thousands of tasks
+        pending, walking all at every drain would stall the program. Time is
+        still accounted for every task at every drain (`_awaiting`); a task not
+        walked this time records it at its next walk."""
         pending = []
         for info in self._by_coro.values():
             if info.done:
@@ -131,40 +173,21 @@ class TaskTracker:
             if info.task.done():
                 info.done = 1
                 continue
+            pending.append(info)
+        if len(pending) > _WALKS_MIN:
+            pending.sort(key=_walked)
+        deadline = time.perf_counter() + _WALK_BUDGET_S
+        for i, info in enumerate(pending):
+            if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
+                break
             chain = await_chain(info.coro)
             # Caught mid-step (the collector took the GIL at a switch interval):
             # what it awaited before this step is what its waiting time was spent on.
             if not (chain.running and info.chain):
                 info.chain = chain.frames
             info.children = chain.children
-            pending.append(info)
+            info.walked_ns = self._drain_ns
         return pending
-
-    def _prefixes(self, pending: list[_Task]) -> dict[int, tuple[Frame, ...]]:
-        """Each task's stack prefix: its root frame under its parent's chain, if a parent waits for it."""
-        by_task = {id(info.task): info for info in self._by_coro.values()}
-        parent: dict[int, _Task] = {}
-        for info in pending:
-            for child in info.children:
-                found = by_task.get(id(child))
-                if found is not None and found is not info:
-                    parent.setdefault(found.tid, info)
-        prefixes: dict[int, tuple[Frame, ...]] = {}
-
-        def prefix(info: _Task, depth: int = 0) -> tuple[Frame, ...]:
-            known = prefixes.get(info.tid)
-            if known is not None:
-                return known
-            up = parent.get(info.tid)
-            own: tuple[Frame, ...] = (info.root,)
-            if up is not None and depth < 64:
-                own = prefix(up, depth + 1) + up.chain + own
-            prefixes[info.tid] = own
-            return own
-
-        for info in self._by_coro.values():
-            prefix(info)
-        return prefixes
 
     @staticmethod
     def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
@@ -176,20 +199,21 @@ class TaskTracker:
                     return frames[i:]
         return frames
 
-    def _awaiting(self, pending: list[_Task], prefixes: dict[int, tuple[Frame, ...]], now: int) -> list[Sample]:
+    def _awaiting(self, pending: list[_Task], prefix: _Prefixes, now: int) -> list[Sample]:
         out = []
         for info in pending:
-            weight = now - info.last_ns - info.ran_ns
+            info.owed_ns = max(info.owed_ns + now - info.last_ns - info.ran_ns, 0)
             info.last_ns = now
-            if weight <= 0:
+            if info.walked_ns != self._drain_ns or info.owed_ns == 0 or not info.chain:
                 continue
+            weight, info.owed_ns = info.owed_ns, 0
             out.append(
                 Sample(
                     thread_id=info.tid,
                     thread_name=info.name,
                     time_ns=now,
                     weight_ns=weight,
-                    frames=prefixes.get(info.tid, (info.root,)) + info.chain,
+                    frames=prefix(info) + info.chain,
                     state=STATE_AWAITING,
                     depth=len(info.chain),
                 )
