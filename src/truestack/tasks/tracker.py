@@ -21,20 +21,25 @@ cannot be reused meanwhile (the registry holds it).
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..samples import STATE_AWAITING, TASK_TID_BASE, Frame, FrameKind, Sample
 from .chain import await_chain, code_frame
 from .hook import TaskHook
 
-_WALK_BUDGET_S = 0.001  # await-chain walks per drain stop after this long (GIL held) ...
+_WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL held) ...
 _WALKS_MIN = 32  # ... once this many tasks are walked
 _MAX_NESTING = 64  # parents above a task shown at most (a cycle of waits cannot nest forever)
 
 
 def _walked(info: _Task) -> int:
     return info.walked_ns
+
+
+_NO_ROOT = Frame("", "", 0, 0, FrameKind.TRUNCATED.value)
 
 
 class _Task:
@@ -54,31 +59,42 @@ class _Task:
         "walked_ns",
     )
 
-    def __init__(self, tid: int, task: Any, coro: Any, created_ns: int) -> None:
-        self.tid = tid
+    def __init__(self, task: Any, coro: Any, created_ns: int) -> None:
+        self.tid = 0  # set with its labels, when it first has a sample (most short tasks never do)
         self.task = task
         self.coro = coro
         self.last_ns = created_ns  # its time is accounted for up to here
         self.ran_ns = 0  # running weight since the last drain
         self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain not walked since)
         self.walked_ns = 0  # when its await chain was last walked (0: never)
-        self.done = 0  # drains since it was seen done
-        name = task.get_name()
-        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-        found = code_frame(code, 0) if code is not None else None
-        self.code = (found.name, found.first_line) if found is not None else None  # to find its frame
-        qual = getattr(coro, "__qualname__", type(coro).__name__)
-        self.name = f"task:{name} ({qual})"
-        self.root = Frame(f"task:{name}", "", 0, 0, FrameKind.TRUNCATED.value)
+        self.done = False
+        self.name = ""
+        self.root = _NO_ROOT
+        self.code: tuple[str, int] | None = None
         self.chain: tuple[Frame, ...] = ()
         self.children: tuple[Any, ...] = ()
+
+    def label(self, tids: Iterator[int]) -> _Task:
+        """Name it (thread id, thread name, root frame) if not yet done; returns itself."""
+        if self.tid:
+            return self
+        self.tid = next(tids)
+        name, coro = self.task.get_name(), self.coro
+        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+        if code is not None:
+            found = code_frame(code, 0)
+            self.code = (found.name, found.first_line)  # to find its frame in a sample's stack
+        self.name = f"task:{name} ({getattr(coro, '__qualname__', type(coro).__name__)})"
+        self.root = Frame(f"task:{name}", "", 0, 0, FrameKind.TRUNCATED.value)
+        return self
 
 
 class _Prefixes:
     """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
     for it (computed for the tasks that have samples in this batch only)."""
 
-    def __init__(self, pending: list[_Task]) -> None:
+    def __init__(self, pending: list[_Task], tids: Iterator[int]) -> None:
+        self._tids = tids
         self._parent: dict[int, _Task] = {}  # id(child task) -> the task waiting for it
         for info in pending:
             for child in info.children:
@@ -87,14 +103,14 @@ class _Prefixes:
         self._known: dict[int, tuple[Frame, ...]] = {}
 
     def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
-        known = self._known.get(info.tid)
+        known = self._known.get(id(info))
         if known is not None:
             return known
         up = self._parent.get(id(info.task))
-        own: tuple[Frame, ...] = (info.root,)
+        own: tuple[Frame, ...] = (info.label(self._tids).root,)
         if up is not None and depth < _MAX_NESTING:
             own = self(up, depth + 1) + up.chain + own
-        self._known[info.tid] = own
+        self._known[id(info)] = own
         return own
 
 
@@ -105,8 +121,11 @@ class TaskTracker:
         self.wall = wall
         self.hook = TaskHook()
         self._by_coro: dict[int, _Task] = {}
-        self._next_tid = TASK_TID_BASE
+        self._tids = itertools.count(TASK_TID_BASE)
+        self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
+        self._done_before: list[int] = []  # ... and at the previous one: forgotten after this one
         self.tasks_seen = 0
+        self.cpu_ns = 0  # the collector's CPU time in process(): what --async costs, GIL held
         self._installed = False
         self._drain_ns = 0
 
@@ -124,14 +143,26 @@ class TaskTracker:
             notes.append("--async: this Python's asyncio task registry is not the known one: tasks not tracked")
         elif not engine.startswith("native"):
             notes.append(f"--async: the {engine} engine cannot tell which task ran: only awaiting time is per task")
+        if self._installed:
+            notes.append(
+                f"--async: {self.tasks_seen:,} tasks tracked; the collector spent {self.cpu_ns / 1e6:.1f} ms "
+                "CPU on them (GIL held)"
+            )
         return notes
 
     def process(self, batch: list[Sample], now_ns: int | None = None) -> list[Sample]:
+        started = time.thread_time_ns()
+        try:
+            return self._process(batch, now_ns)
+        finally:
+            self.cpu_ns += time.thread_time_ns() - started
+
+    def _process(self, batch: list[Sample], now_ns: int | None) -> list[Sample]:
         now = time.monotonic_ns() if now_ns is None else now_ns
         self._drain_ns = now
         self._register()
         pending = self._snapshot()
-        prefix = _Prefixes(pending)
+        prefix = _Prefixes(pending, self._tids)
         out: list[Sample] = []
         for sample in batch:
             info = self._by_coro.get(sample.coro) if sample.coro else None
@@ -139,14 +170,18 @@ class TaskTracker:
                 out.append(sample)
                 continue
             info.ran_ns += sample.weight_ns
+            frames = prefix(info)  # labels it
             sample.thread_id, sample.thread_name = info.tid, info.name
-            sample.frames = prefix(info) + self._from_coroutine(info, sample.frames)
+            sample.frames = frames + self._from_coroutine(info, sample.frames)
             out.append(sample)
         if self.wall:
             out.extend(self._awaiting(pending, prefix, now))
         for info in pending:
             info.ran_ns = 0
-        self._forget_done()
+        # Seen done at the previous drain: every sample of it has been drained since.
+        for key in self._done_before:
+            del self._by_coro[key]
+        self._done_before, self._done = self._done, []
         return out
 
     # -- steps ----------------------------------------------------------
@@ -154,8 +189,7 @@ class TaskTracker:
         for task, coro, created in self.hook.take():
             if coro is None or id(coro) in self._by_coro:
                 continue
-            info = _Task(self._next_tid, task, coro, created)
-            self._next_tid += 1
+            info = _Task(task, coro, created)
             self.tasks_seen += 1
             self._by_coro[id(coro)] = info
 
@@ -167,13 +201,14 @@ class TaskTracker:
         still accounted for every task at every drain (`_awaiting`); a task not
         walked this time records it at its next walk."""
         pending = []
-        for info in self._by_coro.values():
+        for key, info in self._by_coro.items():
             if info.done:
                 continue
             if info.task.done():
-                info.done = 1
-                continue
-            pending.append(info)
+                info.done = True
+                self._done.append(key)
+            else:
+                pending.append(info)
         if len(pending) > _WALKS_MIN:
             pending.sort(key=_walked)
         deadline = time.perf_counter() + _WALK_BUDGET_S
@@ -207,24 +242,16 @@ class TaskTracker:
             if info.walked_ns != self._drain_ns or info.owed_ns == 0 or not info.chain:
                 continue
             weight, info.owed_ns = info.owed_ns, 0
+            frames = prefix(info) + info.chain  # labels it
             out.append(
                 Sample(
                     thread_id=info.tid,
                     thread_name=info.name,
                     time_ns=now,
                     weight_ns=weight,
-                    frames=prefix(info) + info.chain,
+                    frames=frames,
                     state=STATE_AWAITING,
                     depth=len(info.chain),
                 )
             )
         return out
-
-    def _forget_done(self) -> None:
-        # Seen done at an earlier drain: every sample of it has been drained since.
-        gone = [key for key, info in self._by_coro.items() if info.done > 1]
-        for key in gone:
-            del self._by_coro[key]
-        for info in self._by_coro.values():
-            if info.done:
-                info.done += 1
