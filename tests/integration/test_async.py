@@ -224,3 +224,13 @@ def test_async_firefox_has_a_track_per_task_and_an_awaiting_category(tmp_path):
     names = {t["name"].split(" ")[0] for t in doc["threads"]}
     assert {"task:alpha", "task:beta", "task:gamma"} <= names, names
     assert [c["name"] for c in doc["meta"]["categories"]][-1] == "Awaiting"
+
+
+def test_top_async_shows_tasks_and_what_they_await(tmp_path):
+    (tmp_path / "prog.py").write_text(QUEUE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "truestack", "top", "-b", "--async", "--mode", "wall", "--interval", "0.5", "prog.py"],
+        cwd=tmp_path, env=truestack_env(), capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "task:blocked" in proc.stdout and "asyncio/queues.py" in proc.stdout, proc.stdout  # Queue.get
