@@ -8,7 +8,9 @@ parent waits for it (an awaited Task, `gather`, a `TaskGroup`).
 
 - running: a sample whose outermost coroutine is a registered task's moves
   to that task, its event-loop frames (`run_forever`, `_run_once`,
-  `Handle._run`) cut off below the coroutine's frame;
+  `Handle._run`) cut off below the coroutine's frame, its state `running`
+  (a task blocking the loop in a sync call is what an asyncio user looks for:
+  it must not go with the idle samples);
 - awaiting (wall mode): at each drain every pending task gets one sample
   with its await chain as the stack, weighing the wall time since the
   previous drain (or its creation) minus what its running samples of that
@@ -26,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..samples import STATE_AWAITING, TASK_TID_BASE, Frame, FrameKind, Sample
+from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, FrameKind, Sample
 from .chain import await_chain, code_frame
 from .hook import TaskHook
 
@@ -172,6 +174,9 @@ class TaskTracker:
             info.ran_ns += sample.weight_ns
             frames = prefix(info)  # labels it
             sample.thread_id, sample.thread_name = info.tid, info.name
+            # Holding the loop is running from the task's side, even blocked in a sync call
+            # (time.sleep, blocking I/O): exactly what must not be left out with the idle samples.
+            sample.state = STATE_RUNNING
             sample.frames = frames + self._from_coroutine(info, sample.frames)
             out.append(sample)
         if self.wall:
