@@ -15,16 +15,19 @@ from truestack.samples import is_task_thread
 
 pytestmark = pytest.mark.native
 
-# Three named tasks alternating CPU work and `await asyncio.sleep` in different ratios. Each
-# times itself: CPU (thread_time) and wall time of its work, and wall time of its awaits.
-THREE = '''
-import asyncio, json, sys, time
-
+SPIN = '''
 def spin(n):
     x = 0
     for i in range(n):
         x += i * i
     return x
+'''
+
+# Three named tasks alternating CPU work and `await asyncio.sleep` in different ratios. Each
+# times itself: CPU (thread_time) and wall time of its work, and wall time of its awaits.
+THREE = '''
+import asyncio, json, sys, time
+''' + SPIN + '''
 
 async def worker(name, cpu_ms, sleep_ms, rounds, out):
     cpu = run = wait = 0.0
@@ -55,12 +58,7 @@ asyncio.run(main())
 
 QUEUE = '''
 import asyncio, time
-
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i * i
-    return x
+''' + SPIN + '''
 
 async def consumer(queue):
     await queue.get()  # nothing is ever put: blocked for the whole run
@@ -79,12 +77,7 @@ asyncio.run(main())
 
 GATHER = '''
 import asyncio, time
-
-def spin(n):
-    x = 0
-    for i in range(n):
-        x += i * i
-    return x
+''' + SPIN + '''
 
 async def child(ms):
     for _ in range(60):
