@@ -118,10 +118,21 @@ void ts_remote_note_frame(int i, uintptr_t frame);
         res->depth++;                                                                                                  \
     } while (0)
 
-/* Frames are walked leaf to root: the last coroutine noted is the outermost. */
+#if defined(TS_REMOTE_LOADS)
+#define TS_IS_REMOTE 1
+#else
+#define TS_IS_REMOTE 0
+#endif
+
+/* Frames are walked leaf to root: the last coroutine noted is the outermost.
+ * The dump build has no use for it: it would cost a remote read per frame. */
 TS_SIGNAL_SAFE static void note_coro(uintptr_t gen, ts_walk_result *res) {
+#if defined(TS_REMOTE_LOADS)
+    (void)gen, (void)res;
+#else
     int fault = 0;
     if (is_type(gen, ts_L.coro_type, &fault)) res->coro = gen;
+#endif
 }
 
 TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
@@ -148,7 +159,7 @@ TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int
             return;
         }
         EMIT(f, code, lasti * 2, TS_KIND_PYTHON);
-        if (ts_L.fr_gen >= 0) {
+        if (ts_L.fr_gen >= 0 && !TS_IS_REMOTE) {
             uintptr_t gen = (uintptr_t)ts_load(f + ts_L.fr_gen, &fault);
             if (gen && !fault) note_coro(gen, res);
             fault = 0;
