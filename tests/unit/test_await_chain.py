@@ -145,3 +145,22 @@ def test_hook_sees_every_task_and_uninstalls_cleanly():
     assert hook.take() == []
     asyncio.run(main())
     assert hook.take() == []  # uninstalled: nothing more recorded
+
+
+def test_hook_is_gone_in_a_forked_child():
+    import os
+
+    from truestack.tasks.hook import _task_set
+
+    hook = TaskHook()
+    assert hook.install()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: nobody drains the hook there, so it must not keep tasks
+            os._exit(0 if "add" not in vars(_task_set()) and not hook.installed else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert "add" in vars(_task_set())  # still hooked in the parent
+    finally:
+        hook.uninstall()
+    assert "add" not in vars(_task_set())

@@ -14,7 +14,9 @@ reach that set and are not registered.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -60,12 +62,15 @@ class TaskHook:
         for task in list(task_set):
             self._new.append((task, task.get_coro(), now()))
         task_set.add = add
+        _installed.add(self)
         return True
 
     def uninstall(self) -> None:
         if self._add is not None and vars(self._set).get("add") is self._add:
             del self._set.add
         self._set = self._add = None
+        self._new.clear()
+        _installed.discard(self)
 
     def take(self) -> list[NewTask]:
         # Slice-then-delete: each step is atomic under the GIL, so a task
@@ -74,3 +79,15 @@ class TaskHook:
         taken = self._new[:n]
         del self._new[:n]
         return taken
+
+
+_installed: weakref.WeakSet[TaskHook] = weakref.WeakSet()
+
+
+def _uninstall_in_forked_child() -> None:
+    """A forked child's sampler is inert (sampler.py): nobody would take what the hook keeps."""
+    for hook in list(_installed):
+        hook.uninstall()
+
+
+os.register_at_fork(after_in_child=_uninstall_in_forked_child)
