@@ -227,3 +227,23 @@ def test_top_async_shows_tasks_and_what_they_await(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "task:blocked" in proc.stdout and "asyncio/queues.py" in proc.stdout, proc.stdout  # Queue.get
+
+
+def test_followed_subprocesses_are_tracked_per_task_too(tmp_path):
+    (tmp_path / "kid.py").write_text(SPIN + '''
+import asyncio
+
+async def kid():
+    for _ in range(100):
+        spin(20000)
+        await asyncio.sleep(0.001)
+
+async def main():
+    await asyncio.create_task(kid(), name="kid")
+
+asyncio.run(main())
+''')
+    source = "import subprocess, sys\nsubprocess.run([sys.executable, 'kid.py'], check=True)\n"
+    record(tmp_path, source, "--async", "--subprocesses", "-f", "collapsed", output="out.txt")
+    lines = (tmp_path / "out.txt").read_text().splitlines()
+    assert any(";task:kid;kid (" in line and "spin" in line for line in lines), lines[:20]

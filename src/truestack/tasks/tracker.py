@@ -24,6 +24,7 @@ cannot be reused meanwhile (the registry holds it).
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -123,7 +124,8 @@ class TaskTracker:
         self.wall = wall
         self.hook = TaskHook()
         self._by_coro: dict[int, _Task] = {}
-        self._tids = itertools.count(TASK_TID_BASE)
+        # Unique across the processes of one profile (record --subprocesses merges them by id).
+        self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
         self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
         self._done_before: list[int] = []  # ... and at the previous one: forgotten after this one
         self.tasks_seen = 0
