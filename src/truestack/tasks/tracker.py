@@ -55,6 +55,7 @@ class _Task:
         "last_ns",
         "name",
         "owed_ns",
+        "parent",
         "ran_ns",
         "root",
         "task",
@@ -76,6 +77,7 @@ class _Task:
         self.code: tuple[str, int] | None = None
         self.chain: tuple[Frame, ...] = ()
         self.children: tuple[Any, ...] = ()
+        self.parent: _Task | None = None  # the task waiting for this one (awaited, gather, TaskGroup)
 
     def label(self, tids: Iterator[int]) -> _Task:
         """Name it (thread id, thread name, root frame) if not yet done; returns itself."""
@@ -96,20 +98,15 @@ class _Prefixes:
     """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
     for it (computed for the tasks that have samples in this batch only)."""
 
-    def __init__(self, pending: list[_Task], tids: Iterator[int]) -> None:
+    def __init__(self, tids: Iterator[int]) -> None:
         self._tids = tids
-        self._parent: dict[int, _Task] = {}  # id(child task) -> the task waiting for it
-        for info in pending:
-            for child in info.children:
-                if child is not info.task:
-                    self._parent.setdefault(id(child), info)
         self._known: dict[int, tuple[Frame, ...]] = {}
 
     def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
         known = self._known.get(id(info))
         if known is not None:
             return known
-        up = self._parent.get(id(info.task))
+        up = info.parent if info.parent is not None and not info.parent.done else None
         own: tuple[Frame, ...] = (info.label(self._tids).root,)
         if up is not None and depth < _MAX_NESTING:
             own = self(up, depth + 1) + up.chain + own
@@ -166,7 +163,7 @@ class TaskTracker:
         self._drain_ns = now
         self._register()
         pending = self._snapshot()
-        prefix = _Prefixes(pending, self._tids)
+        prefix = _Prefixes(self._tids)
         out: list[Sample] = []
         for sample in batch:
             info = self._by_coro.get(sample.coro) if sample.coro else None
@@ -227,9 +224,19 @@ class TaskTracker:
             # what it awaited before this step is what its waiting time was spent on.
             if not (chain.running and info.chain):
                 info.chain = chain.frames
-            info.children = chain.children
+            if chain.children != info.children:
+                info.children = chain.children
+                self._adopt(info)
             info.walked_ns = self._drain_ns
         return pending
+
+    def _adopt(self, parent: _Task) -> None:
+        """Its children (walked just now) show under it from now on."""
+        for child in parent.children:
+            get_coro = getattr(child, "get_coro", None)
+            info = self._by_coro.get(id(get_coro())) if get_coro is not None else None
+            if info is not None and info is not parent:
+                info.parent = parent
 
     @staticmethod
     def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
