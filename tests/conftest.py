@@ -112,6 +112,8 @@ SLOW = (
 NOT_UNDER_SANITIZER = (
     "unit/test_storage_fuzz.py::test_mutated_profiles_load_or_fail_with_one_line_error",  # RSS growth, time per load
     "native/test_native_accuracy.py::",  # CPU-time shares
+    "integration/test_async.py::test_cpu_mode_running_shares",  # CPU and wall-time shares per task
+    "integration/test_async.py::test_wall_mode_running_and_awaiting_shares",
     "integration/test_bench_smoke.py::test_accuracy_runner_quick",
     "integration/test_bench_smoke.py::test_overhead_runner_quick",
     "integration/test_bench_smoke.py::test_signal_floor_bench_measures_each_source",

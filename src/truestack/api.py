@@ -125,13 +125,18 @@ def profile(
     engine: str = "auto",
     max_depth: int = DEFAULT_MAX_DEPTH,
     output: str | os.PathLike[str] | None = None,
+    async_tasks: bool = False,
 ) -> Any:
     """Profile a block (`with profile(...) as p`) or every call of a function (`@profile`).
 
     With `output`, the profile is saved there when the block ends (context
     manager) or after each call (decorator); the format follows the extension.
+    With `async_tasks`, samples are split per asyncio task and, in wall mode,
+    each pending task's await chain is recorded as `awaiting` time (`--async`).
     """
-    profiled = _Profiled(output=output, mode=mode, rate=rate, engine=engine, max_depth=max_depth)
+    profiled = _Profiled(
+        output=output, mode=mode, rate=rate, engine=engine, max_depth=max_depth, async_tasks=async_tasks
+    )
     if func is not None:
         if not callable(func):
             raise TypeError("truestack.profile() takes keyword options; use profile(mode=..., rate=...)")
@@ -140,13 +145,17 @@ def profile(
 
 
 def start(
-    mode: str = "cpu", rate: float | str = 100, engine: str = "auto", max_depth: int = DEFAULT_MAX_DEPTH
+    mode: str = "cpu",
+    rate: float | str = 100,
+    engine: str = "auto",
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    async_tasks: bool = False,
 ) -> ProfileSession:
-    """Start profiling the whole process until `stop()`."""
+    """Start profiling the whole process until `stop()` (`async_tasks`: as in `profile()`)."""
     global _started
     if _started is not None:
         raise RuntimeError("truestack.start() already called; call truestack.stop() first")
-    session = ProfileSession(mode=mode, rate=rate, engine=engine, max_depth=max_depth)
+    session = ProfileSession(mode=mode, rate=rate, engine=engine, max_depth=max_depth, async_tasks=async_tasks)
     session.start()
     _started = session
     return session

@@ -43,12 +43,23 @@ class Frame(NamedTuple):
 STATE_RUNNING = "running"  # on CPU when sampled
 STATE_IDLE = "idle"  # sleeping or blocked when sampled
 STATE_UNKNOWN = "unknown"  # sampled in wall mode, kernel state not read
+STATE_AWAITING = "awaiting"  # an asyncio task suspended at an await (`--async`, wall mode)
+
+
+# `--async`: each asyncio task is shown as a thread of its own, with an id from here up
+TASK_TID_BASE = 1 << 48  # far above any kernel thread id
+
+
+def is_task_thread(tid: int) -> bool:
+    """Is this profile thread an asyncio task (`--async`) rather than an OS thread?"""
+    return tid >= TASK_TID_BASE
 
 
 class Sample(Record):
     """One stack sample of one thread."""
 
     __slots__ = (
+        "coro",
         "cpu_delta_ns",
         "depth",
         "frames",
@@ -71,6 +82,7 @@ class Sample(Record):
         state: str = STATE_UNKNOWN,
         depth: int = 0,
         partial: str | None = None,
+        coro: int = 0,
     ) -> None:
         self.thread_id = thread_id  # native thread id (gettid)
         self.thread_name = thread_name
@@ -81,6 +93,7 @@ class Sample(Record):
         self.state = state
         self.depth = depth  # true stack depth (may exceed len(frames) when truncated)
         self.partial = partial  # reason code when the walk was incomplete or suspect
+        self.coro = coro  # id() of the outermost coroutine on the stack (the task being stepped), or 0
 
 
 class SamplerStats(Record):

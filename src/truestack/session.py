@@ -23,6 +23,7 @@ from .own_files import own_path
 from .sampler import Sampler
 from .samples import Frame, Sample, SamplerStats
 from .settings import DEFAULT_MAX_DEPTH
+from .tasks import TaskTracker
 
 # A stack (root first) -> the stack the profile keeps, or None to drop the sample.
 StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
@@ -56,8 +57,11 @@ class ProfileSession:
         max_depth: int = DEFAULT_MAX_DEPTH,
         command: list[str] | None = None,
         stack_filter: StackFilter | None = None,
+        async_tasks: bool = False,
     ) -> None:
         self._filter = stack_filter
+        # --async: samples relabelled per asyncio task, awaiting samples added (wall mode)
+        self._tasks = TaskTracker(wall=mode == "wall") if async_tasks else None
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
         self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples)
         self.profile = Profile(
@@ -99,6 +103,8 @@ class ProfileSession:
             if frames is not None:
                 sample.frames = frames
                 out.append(sample)
+        if self._tasks is not None:
+            out = self._tasks.process(out)
         self.profile.add_samples(out)
         if self.after_batch is not None:
             self.after_batch()
@@ -121,6 +127,8 @@ class ProfileSession:
                 host._riders = (*host._riders, self)
             else:
                 self._window = (0, 1 << 63)
+                if self._tasks is not None:
+                    self._tasks.start()
                 self.sampler.start()
             self._starts += 1
         with _active_lock:
@@ -147,6 +155,9 @@ class ProfileSession:
                 ]
             else:
                 stats = self.sampler.stop()
+                if self._tasks is not None:
+                    self._tasks.stop()
+                    stats.notes = [*stats.notes, *self._tasks.notes(stats.engine)]
             self.record_stats(stats)
         return self.profile
 

@@ -75,6 +75,7 @@ int ts_layout_init(void) {
     L->fr_code = offsetof(PyFrameObject, f_code);
     L->fr_instr = offsetof(PyFrameObject, f_lasti);
     L->instr_is_index = 1;
+    L->fr_gen = offsetof(PyFrameObject, f_gen);
     L->fr_min_size = sizeof(PyFrameObject);
 #else
     L->ts_native_tid = offsetof(PyThreadState, native_thread_id);

@@ -121,15 +121,16 @@ static PyStructSequence_Field raw_sample_fields[] = {
     {"depth", "true stack depth (may exceed the frames kept)"},
     {"partial", "reason the walk was incomplete or suspect, or None"},
     {"frames", "flat leaf-first (obj, n, ...): code object and byte offset, or (qualname, file, firstlineno) and line"},
+    {"coro", "address (id) of the outermost coroutine on the stack, or 0"},
     {NULL, NULL},
 };
 static PyStructSequence_Desc raw_sample_desc = {"truestack._native.RawSample", "One raw sample as drained.",
-                                                raw_sample_fields, 8};
+                                                raw_sample_fields, 9};
 
 static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
     PyObject *item = PyStructSequence_New(raw_sample_type);
     if (!item) return NULL;
-    PyObject *values[8] = {
+    PyObject *values[9] = {
         PyLong_FromLong(s->tid),
         PyLong_FromLongLong((long long)s->time_ns),
         PyLong_FromUnsignedLongLong((unsigned long long)s->weight_ns),
@@ -138,15 +139,16 @@ static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
         PyLong_FromUnsignedLong(s->depth),
         s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None),
         Py_NewRef(frames),
+        PyLong_FromUnsignedLongLong((unsigned long long)s->coro),
     };
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         if (!values[i]) {
-            for (int j = 0; j < 8; j++) Py_XDECREF(values[j]);
+            for (int j = 0; j < 9; j++) Py_XDECREF(values[j]);
             Py_DECREF(item);
             return NULL;
         }
     }
-    for (int i = 0; i < 8; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
+    for (int i = 0; i < 9; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
     return item;
 }
 
@@ -290,6 +292,15 @@ static PyObject *py_walk_current_info(PyObject *self, PyObject *arg) {
     PyObject *l = walk_list(max_depth, &r);
     if (!l) return NULL;
     return Py_BuildValue("(Niz)", l, r.depth, r.partial ? ts_partial_names[r.partial] : NULL);
+}
+
+static PyObject *py_walk_current_coro(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    ts_walk_result r;
+    PyObject *l = walk_list(TS_MAX_DEPTH, &r);
+    if (!l) return NULL;
+    Py_DECREF(l);
+    return PyLong_FromUnsignedLongLong((unsigned long long)r.coro);
 }
 
 static PyObject *py_code_line(PyObject *self, PyObject *args) {
@@ -489,6 +500,8 @@ static PyMethodDef methods[] = {
      "walk_current(max_depth) -> [(code, byte_offset, kind)], LEAF FIRST, from the same signal-safe walker."},
     {"walk_current_info", py_walk_current_info, METH_O,
      "walk_current_info(max_depth) -> (frames as walk_current, true_depth, partial_reason_or_None)"},
+    {"walk_current_coro", py_walk_current_coro, METH_NOARGS,
+     "walk_current_coro() -> id of the outermost coroutine the walker sees on this thread's stack, or 0."},
     {"code_line", py_code_line, METH_VARARGS, "code_line(code, byte_offset) -> line (PyCode_Addr2Line)"},
     {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
     {"charge_collector", py_charge_collector, METH_O,

@@ -28,6 +28,7 @@ typedef struct {
     int64_t time_ns;
     int64_t weight_ns;
     int64_t cpu_delta_ns;
+    uint64_t coro; /* ts_walk_result.coro */
     ts_rawframe frames[];
 } ts_slot;
 

@@ -139,6 +139,7 @@ TS_SIGNAL_SAFE static void fill(ts_slot *s, int tid, const ts_account *a, const 
     s->time_ns = now;
     s->weight_ns = a->weight;
     s->cpu_delta_ns = a->delta > 0 ? a->delta : 0;
+    s->coro = (uint64_t)r->coro;
 }
 
 TS_SIGNAL_SAFE static void commit(ts_slot *s, uint64_t pos, const ts_account *a, int partial) {
@@ -162,7 +163,7 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t cpu) {
         atomic_fetch_add_explicit(&ts_C.dropped, 1, memory_order_relaxed);
         return;
     }
-    ts_walk_result r = {0, 0, TS_UNGUARDED};
+    ts_walk_result r = {0, 0, TS_UNGUARDED, 0};
     /* A walk relies on our fault handler: never walk without it. */
     if (ts_safeload_ensure()) ts_walk(ts_current_tstate(), s->frames, ts_max_frames, &r);
     fill(s, tid, &a, &r, now);

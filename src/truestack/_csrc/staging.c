@@ -54,6 +54,7 @@ void ts_fold(PyObject *dying, int wait_busy) {
         d->time_ns = s->time_ns;
         d->weight_ns = s->weight_ns;
         d->cpu_delta_ns = s->cpu_delta_ns;
+        d->coro = s->coro;
         d->first = ts_S.nf;
         uint32_t kept = 0;
         for (uint32_t i = 0; i < s->nframes; i++) {

@@ -25,6 +25,7 @@ typedef struct {
     uint32_t depth, nframes;
     size_t first; /* index into frames */
     int64_t time_ns, weight_ns, cpu_delta_ns;
+    uint64_t coro;
 } ts_ssample;
 
 typedef struct {

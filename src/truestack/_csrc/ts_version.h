@@ -36,6 +36,8 @@ typedef struct {
     long gen_frame_state;                          /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
     int gen_executing; /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
     long frobj_data;   /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
+    /* 3.10: offsetof(PyFrameObject, f_gen), the coroutine a frame runs; -1 elsewhere */
+    long fr_gen;
     /* finding the frame that resumes a generator whose `previous` is not
      * linked yet (3.12 only; -1 elsewhere): walker.c, resumer() */
     long code_framesize;              /* offsetof(PyCodeObject, co_framesize): a frame's datastack words */

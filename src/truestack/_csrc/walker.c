@@ -118,6 +118,23 @@ void ts_remote_note_frame(int i, uintptr_t frame);
         res->depth++;                                                                                                  \
     } while (0)
 
+#if defined(TS_REMOTE_LOADS)
+#define TS_IS_REMOTE 1
+#else
+#define TS_IS_REMOTE 0
+#endif
+
+/* Frames are walked leaf to root: the last coroutine noted is the outermost.
+ * The dump build has no use for it: it would cost a remote read per frame. */
+TS_SIGNAL_SAFE static void note_coro(uintptr_t gen, ts_walk_result *res) {
+#if defined(TS_REMOTE_LOADS)
+    (void)gen, (void)res;
+#else
+    int fault = 0;
+    if (is_type(gen, ts_L.coro_type, &fault)) res->coro = gen;
+#endif
+}
+
 TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int max, ts_walk_result *res) {
     int fault = 0;
     uintptr_t f = (uintptr_t)ts_load(ts + ts_L.ts_top, &fault);
@@ -142,6 +159,11 @@ TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int
             return;
         }
         EMIT(f, code, lasti * 2, TS_KIND_PYTHON);
+        if (ts_L.fr_gen >= 0 && !TS_IS_REMOTE) {
+            uintptr_t gen = (uintptr_t)ts_load(f + ts_L.fr_gen, &fault);
+            if (gen && !fault) note_coro(gen, res);
+            fault = 0;
+        }
         f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
     }
     if (fault) res->partial = TS_FAULT;
@@ -171,6 +193,7 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
             return reached;
         }
         last_owner = owner;
+        if (owner == ts_L.owner_gen) note_coro(f - ts_L.gen_iframe, res);
         uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
         if (res->nframes >= max) {
             /* Only counting now: the location check and the owner suffice
@@ -291,6 +314,7 @@ TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
     res->nframes = 0;
     res->depth = 0;
     res->partial = TS_OK;
+    res->coro = 0;
 }
 
 /* 3.11/3.12: the innermost eval loop publishes its top frame in

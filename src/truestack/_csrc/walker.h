@@ -20,6 +20,10 @@ typedef struct {
     int nframes; /* frames written to out (leaf first) */
     int depth;   /* true depth counted (>= nframes unless partial) */
     int partial; /* TS_OK or a TS_* reason code */
+    /* Address of the outermost coroutine object on the stack, or 0: under an
+     * event loop, the coroutine of the task being stepped (`--async` maps it
+     * to its task; recorded always, one compare per generator frame). */
+    uintptr_t coro;
 } ts_walk_result;
 
 TS_HIDDEN_BEGIN

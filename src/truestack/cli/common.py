@@ -52,6 +52,17 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def add_async_argument(parser: argparse.ArgumentParser) -> None:
+    """`--async`: the one definition record, top and attach share (dest `async_tasks`)."""
+    parser.add_argument(
+        "--async",
+        dest="async_tasks",
+        action="store_true",
+        help="asyncio: split samples per task (task:<name> roots, a track per task); in wall mode also record "
+        "what each pending task awaits",
+    )
+
+
 def add_module_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
     """`-m MODULE [args]`: REMAINDER, so everything after the module belongs to it, options included."""
     parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE", help=help_text)

@@ -26,7 +26,7 @@ from ..recording.launch import run_recording
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import add_async_argument, add_module_argument, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -78,6 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="also profile the Python processes the program starts (multiprocessing, subprocess, children of "
         "children), each its own group in the profile",
     )
+    add_async_argument(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no summary; only errors")
     p.add_argument(
         "--summary-top",
@@ -120,6 +121,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
         args.subprocesses,
+        args.async_tasks,
     )
 
 

@@ -24,7 +24,7 @@ from ..recording.live import BatchView, LiveView
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import add_async_argument, add_module_argument, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20
@@ -60,6 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help="auto, native, or safepoint")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary at the end")
+    add_async_argument(p)
     p.add_argument(
         "--subprocesses",
         action="store_true",
@@ -101,6 +102,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         SUMMARY_ROWS,
         subprocesses=args.subprocesses,
+        async_tasks=args.async_tasks,
     )
 
 

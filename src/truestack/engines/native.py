@@ -255,6 +255,7 @@ class _NativeEngine(Engine):
                         state=raw.state,
                         depth=raw.depth,
                         partial=partial,
+                        coro=raw.coro,
                     )
                 )
             self._drained += len(out)

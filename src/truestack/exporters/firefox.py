@@ -24,6 +24,7 @@ from ..model.aggregate import nominal_interval_ns
 from ..model.facts import sampling_facts
 from ..model.processes import ProcessInfo, process_of_thread
 from ..model.tables import KINDS
+from ..samples import is_task_thread
 
 PREPROCESSED_PROFILE_VERSION = 50
 GECKO_PROFILE_VERSION = 30  # the Gecko format that processed version 50 was produced from
@@ -35,6 +36,11 @@ CATEGORIES = [
 ]
 _CATEGORY_OF_KIND = [{"python": 1, "native": 2}.get(kind, 0) for kind in KINDS]
 _PY_KIND = KINDS.index("python")
+# --async: a task's awaiting samples end in a synthetic `await <what>` frame; only
+# profiles with tasks list this category, so other profiles stay as they were.
+AWAITING_CATEGORY = {"name": "Awaiting", "color": "purple", "subcategories": ["Other"]}
+_AWAITING = len(CATEGORIES)
+_SYNTHETIC_KIND = KINDS.index("truncated")
 
 MARKER_TYPE = "TruestackMarker"
 NOTE_TYPE = "TruestackNote"
@@ -100,6 +106,8 @@ class _ThreadTables:
             f = frame[s]
             row = frames[f]
             category = _CATEGORY_OF_KIND[row.kind] if row.kind < len(_CATEGORY_OF_KIND) else 0
+            if row.kind == _SYNTHETIC_KIND and strings[funcs[row.func].name].startswith("await "):
+                category = _AWAITING
             local_frame = frame_map.get(f)
             if local_frame is None:
                 local_func = func_map.get(row.func)
@@ -269,7 +277,7 @@ def build(profile: Profile) -> dict[str, Any]:
         "stackwalk": 0,
         "version": GECKO_PROFILE_VERSION,
         "preprocessedProfileVersion": PREPROCESSED_PROFILE_VERSION,
-        "categories": CATEGORIES,
+        "categories": [*CATEGORIES, AWAITING_CATEGORY] if any(map(is_task_thread, profile.threads)) else CATEGORIES,
         "markerSchema": MARKER_SCHEMA,
         "symbolicated": True,
         "sourceCodeIsNotOnSearchfox": True,

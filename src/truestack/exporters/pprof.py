@@ -27,6 +27,7 @@ from ..model import Profile
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate, nominal_interval_ns
 from ..model.facts import sampling_facts
 from ..model.processes import process_of_thread
+from ..samples import is_task_thread
 
 PACKAGE = "perftools.profiles"
 _MAX_MARKER_COMMENTS = 1000
@@ -170,6 +171,7 @@ def build(profile: Profile) -> Any:
     key_thread, key_tid = strings("thread"), strings("thread_id")
     owner = process_of_thread(profile.meta.processes)  # record --subprocesses: each sample says its process
     key_process, key_pid = (strings("process"), strings("pid")) if owner else (0, 0)
+    key_task = strings("task") if any(is_task_thread(tid) for tid in profile.threads) else 0  # --async
     empty_location = 0
     locations_of: dict[int, list[int]] = {}
     for tid, thread in profile.threads.items():
@@ -195,6 +197,8 @@ def build(profile: Profile) -> Any:
             if tid in owner:
                 sample.label.add(key=key_process, str=strings(owner[tid].label))
                 sample.label.add(key=key_pid, num=owner[tid].pid)
+            if key_task and is_task_thread(tid):
+                sample.label.add(key=key_task, str=name_idx)
 
     used_funcs: set[int] = set()
     for f in sorted(used_frames):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..model import Profile
 from ..model.facts import header_lines
+from ..model.tasks import task_rows
 from .table import render_table
 
 
@@ -22,6 +23,25 @@ def render_summary(
         if table:
             lines.append("")
             lines.extend(table.splitlines())
+        lines.extend(_task_table(profile, top))
     for out in outputs or []:
         lines.append(f"output: {out}")
     return "\n".join(lines) + "\n"
+
+
+def _task_table(profile: Profile, top: int) -> list[str]:
+    """`--async`: running and awaiting time per task (each as a share of that task's time)."""
+    rows = task_rows(profile)
+    if not rows:
+        return []
+    width = min(max(len(r.name) for r in rows[:top]), 48)
+    out = ["", f"{'task':<{width}}  {'running':>9} {'awaiting':>9} {'run %':>6} {'await %':>7}  awaiting on"]
+    for row in rows[:top]:
+        total = (row.running_ns + row.awaiting_ns) or 1
+        out.append(
+            f"{row.name[:width]:<{width}}  {row.running_ns / 1e9:>8.3f}s {row.awaiting_ns / 1e9:>8.3f}s "
+            f"{100 * row.running_ns / total:>5.1f}% {100 * row.awaiting_ns / total:>6.1f}%  {row.awaiting_on}"
+        )
+    if len(rows) > top:
+        out.append(f"(+{len(rows) - top} more tasks)")
+    return out

@@ -18,7 +18,7 @@ from ..samples import Frame, Sample
 from .meta import ProfileMeta
 from .tables import KINDS, FrameRow, Func, InternTable, StackTable, StringTable
 
-STATES = ("unknown", "running", "idle")
+STATES = ("unknown", "running", "idle", "awaiting")
 _STATE_INDEX = {name: i for i, name in enumerate(STATES)}
 _WEIGHT_MAX = 2**64 - 1  # weights are uint64: a 5 s wall interval must not saturate
 

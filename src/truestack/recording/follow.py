@@ -88,6 +88,7 @@ class _Followed:
             max_depth=config.max_depth,
             command=command[1:],
             stack_filter=stack_filter,
+            async_tasks=config.async_tasks,
         )
         self._sink = StreamSink(_SocketOut(self._sock))  # type: ignore[arg-type]  # write/flush is all it uses
         self._done = False

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 class Plan(Record):
     __slots__ = (
+        "async_tasks",
         "duration",
         "engine",
         "fmt",
@@ -46,6 +47,7 @@ class Plan(Record):
         quiet: bool,
         top: int,
         subprocesses: bool = False,
+        async_tasks: bool = False,
     ) -> None:
         self.target = target
         self.fmt = fmt  # an exporters.FORMATS name
@@ -60,3 +62,4 @@ class Plan(Record):
         self.quiet = quiet
         self.top = top  # rows of the summary's method table
         self.subprocesses = subprocesses  # follow the program's Python child processes (recording/follow.py)
+        self.async_tasks = async_tasks  # --async: per-task samples (truestack/tasks)

@@ -86,6 +86,7 @@ class Recording:
             max_depth=plan.max_depth,
             command=[*command, *plan.target.args],
             stack_filter=make_frame_stripper(),
+            async_tasks=plan.async_tasks,
         )
         self.session.profile.meta.include_idle = plan.include_idle
         self._lock = threading.Lock()

@@ -1,0 +1,271 @@
+"""Turns each drained batch into per-task samples (`--async`).
+
+Each task is shown as a thread of its own (a pseudo thread id from
+TASK_TID_BASE up, named `task:<name> (<coroutine>)`), so every view that
+splits by thread splits by task, and every stack of a task starts with a
+synthetic `task:<name>` frame, under its parent's await chain when the
+parent waits for it (an awaited Task, `gather`, a `TaskGroup`).
+
+- running: a sample whose outermost coroutine is a registered task's moves
+  to that task, its event-loop frames (`run_forever`, `_run_once`,
+  `Handle._run`) cut off below the coroutine's frame, its state `running`
+  (a task blocking the loop in a sync call is what an asyncio user looks for:
+  it must not go with the idle samples);
+- awaiting (wall mode): at each drain every pending task gets one sample
+  with its await chain as the stack, weighing the wall time since the
+  previous drain (or its creation) minus what its running samples of that
+  interval already weigh, so running + awaiting is the task's lifetime.
+
+A task is kept one drain after it is seen done, so samples of a task that
+finished between two drains still find it, and its coroutine's address
+cannot be reused meanwhile (the registry holds it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, FrameKind, Sample
+from .chain import await_chain, code_frame
+from .hook import TaskHook
+
+_WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL held) ...
+_WALKS_MIN = 32  # ... once this many tasks are walked
+_MAX_NESTING = 64  # parents above a task shown at most (a cycle of waits cannot nest forever)
+
+
+def _walked(info: _Task) -> int:
+    return info.walked_ns
+
+
+_NO_ROOT = Frame("", "", 0, 0, FrameKind.TRUNCATED.value)
+
+
+class _Task:
+    __slots__ = (
+        "chain",
+        "children",
+        "code",
+        "coro",
+        "done",
+        "last_ns",
+        "name",
+        "owed_ns",
+        "parent",
+        "ran_ns",
+        "root",
+        "task",
+        "tid",
+        "walked_ns",
+    )
+
+    def __init__(self, task: Any, coro: Any, created_ns: int) -> None:
+        self.tid = 0  # set with its labels, when it first has a sample (most short tasks never do)
+        self.task = task
+        self.coro = coro
+        self.last_ns = created_ns  # its time is accounted for up to here
+        self.ran_ns = 0  # running weight since the last drain
+        self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain not walked since)
+        self.walked_ns = 0  # when its await chain was last walked (0: never)
+        self.done = False
+        self.name = ""
+        self.root = _NO_ROOT
+        self.code: tuple[str, int] | None = None
+        self.chain: tuple[Frame, ...] = ()
+        self.children: tuple[Any, ...] = ()
+        self.parent: _Task | None = None  # the task waiting for this one (awaited, gather, TaskGroup)
+
+    def label(self, tids: Iterator[int]) -> _Task:
+        """Name it (thread id, thread name, root frame) if not yet done; returns itself."""
+        if self.tid:
+            return self
+        self.tid = next(tids)
+        name, coro = self.task.get_name(), self.coro
+        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+        if code is not None:
+            found = code_frame(code, 0)
+            self.code = (found.name, found.first_line)  # to find its frame in a sample's stack
+        self.name = f"task:{name} ({getattr(coro, '__qualname__', type(coro).__name__)})"
+        self.root = Frame(f"task:{name}", "", 0, 0, FrameKind.TRUNCATED.value)
+        return self
+
+
+class _Prefixes:
+    """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
+    for it (computed for the tasks that have samples in this batch only)."""
+
+    def __init__(self, tids: Iterator[int]) -> None:
+        self._tids = tids
+        self._known: dict[int, tuple[Frame, ...]] = {}
+
+    def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
+        known = self._known.get(id(info))
+        if known is not None:
+            return known
+        up = info.parent if info.parent is not None and not info.parent.done else None
+        own: tuple[Frame, ...] = (info.label(self._tids).root,)
+        if up is not None and depth < _MAX_NESTING:
+            own = self(up, depth + 1) + up.chain + own
+        self._known[id(info)] = own
+        return own
+
+
+class TaskTracker:
+    """The registry of tasks and the per-batch relabelling; only the collector calls `process`."""
+
+    def __init__(self, wall: bool) -> None:
+        self.wall = wall
+        self.hook = TaskHook()
+        self._by_coro: dict[int, _Task] = {}
+        # Unique across the processes of one profile (record --subprocesses merges them by id).
+        self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
+        self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
+        self._done_before: list[int] = []  # ... and at the previous one: forgotten after this one
+        self.tasks_seen = 0
+        self.cpu_ns = 0  # the collector's CPU time in process(): what --async costs, GIL held
+        self._installed = False
+        self._drain_ns = 0
+
+    def start(self) -> bool:
+        self._installed = self.hook.install()
+        return self._installed
+
+    def stop(self) -> None:
+        self.hook.uninstall()
+
+    def notes(self, engine: str) -> list[str]:
+        """What the user should know about this run's task labels."""
+        notes = []
+        if not self._installed:
+            notes.append("--async: this Python's asyncio task registry is not the known one: tasks not tracked")
+        elif not engine.startswith("native"):
+            notes.append(f"--async: the {engine} engine cannot tell which task ran: only awaiting time is per task")
+        if self._installed:
+            notes.append(
+                f"--async: {self.tasks_seen:,} tasks tracked; the collector spent {self.cpu_ns / 1e6:.1f} ms "
+                "CPU on them (GIL held)"
+            )
+        return notes
+
+    def process(self, batch: list[Sample], now_ns: int | None = None) -> list[Sample]:
+        started = time.thread_time_ns()
+        try:
+            return self._process(batch, now_ns)
+        finally:
+            self.cpu_ns += time.thread_time_ns() - started
+
+    def _process(self, batch: list[Sample], now_ns: int | None) -> list[Sample]:
+        now = time.monotonic_ns() if now_ns is None else now_ns
+        self._drain_ns = now
+        self._register()
+        pending = self._snapshot()
+        prefix = _Prefixes(self._tids)
+        out: list[Sample] = []
+        for sample in batch:
+            info = self._by_coro.get(sample.coro) if sample.coro else None
+            if info is None:
+                out.append(sample)
+                continue
+            info.ran_ns += sample.weight_ns
+            frames = prefix(info)  # labels it
+            sample.thread_id, sample.thread_name = info.tid, info.name
+            # Holding the loop is running from the task's side, even blocked in a sync call
+            # (time.sleep, blocking I/O): exactly what must not be left out with the idle samples.
+            sample.state = STATE_RUNNING
+            sample.frames = frames + self._from_coroutine(info, sample.frames)
+            out.append(sample)
+        if self.wall:
+            out.extend(self._awaiting(pending, prefix, now))
+        for info in pending:
+            info.ran_ns = 0
+        # Seen done at the previous drain: every sample of it has been drained since.
+        for key in self._done_before:
+            del self._by_coro[key]
+        self._done_before, self._done = self._done, []
+        return out
+
+    # -- steps ----------------------------------------------------------
+    def _register(self) -> None:
+        for task, coro, created in self.hook.take():
+            if coro is None or id(coro) in self._by_coro:
+                continue
+            info = _Task(task, coro, created)
+            self.tasks_seen += 1
+            self._by_coro[id(coro)] = info
+
+    def _snapshot(self) -> list[_Task]:
+        """The tasks still pending; the await chains of those walked longest ago, within the budget.
+
+        A walk costs ~10 µs per task with the GIL held: with thousands of tasks
+        pending, walking all at every drain would stall the program. Time is
+        still accounted for every task at every drain (`_awaiting`); a task not
+        walked this time records it at its next walk."""
+        pending = []
+        for key, info in self._by_coro.items():
+            if info.done:
+                continue
+            if info.task.done():
+                info.done = True
+                self._done.append(key)
+            else:
+                pending.append(info)
+        if len(pending) > _WALKS_MIN:
+            pending.sort(key=_walked)
+        deadline = time.perf_counter() + _WALK_BUDGET_S
+        for i, info in enumerate(pending):
+            if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
+                break
+            chain = await_chain(info.coro)
+            # Caught mid-step (the collector took the GIL at a switch interval):
+            # what it awaited before this step is what its waiting time was spent on.
+            if not (chain.running and info.chain):
+                info.chain = chain.frames
+            if chain.children != info.children:
+                info.children = chain.children
+                self._adopt(info)
+            info.walked_ns = self._drain_ns
+        return pending
+
+    def _adopt(self, parent: _Task) -> None:
+        """Its children (walked just now) show under it from now on."""
+        for child in parent.children:
+            get_coro = getattr(child, "get_coro", None)
+            info = self._by_coro.get(id(get_coro())) if get_coro is not None else None
+            if info is not None and info is not parent:
+                info.parent = parent
+
+    @staticmethod
+    def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+        """The stack from the task's coroutine up (the event loop's frames below it cut off)."""
+        if info.code is not None:
+            name, first = info.code
+            for i, frame in enumerate(frames):
+                if frame.first_line == first and frame.name == name:
+                    return frames[i:]
+        return frames
+
+    def _awaiting(self, pending: list[_Task], prefix: _Prefixes, now: int) -> list[Sample]:
+        out = []
+        for info in pending:
+            info.owed_ns = max(info.owed_ns + now - info.last_ns - info.ran_ns, 0)
+            info.last_ns = now
+            if info.walked_ns != self._drain_ns or info.owed_ns == 0 or not info.chain:
+                continue
+            weight, info.owed_ns = info.owed_ns, 0
+            frames = prefix(info) + info.chain  # labels it
+            out.append(
+                Sample(
+                    thread_id=info.tid,
+                    thread_name=info.name,
+                    time_ns=now,
+                    weight_ns=weight,
+                    frames=frames,
+                    state=STATE_AWAITING,
+                    depth=len(info.chain),
+                )
+            )
+        return out
