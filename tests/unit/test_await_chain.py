@@ -85,6 +85,25 @@ def test_gather_children_are_found():
     run_and_inspect(main, inspect)
 
 
+def test_a_shielded_task_is_a_child():
+    async def child():
+        await asyncio.sleep(10)
+
+    async def parent(inner):
+        await asyncio.shield(inner)
+
+    def main():
+        inner = asyncio.ensure_future(child())
+        return [asyncio.ensure_future(parent(inner)), inner]
+
+    def inspect(ts):
+        chain = await_chain(ts[0].get_coro())
+        assert chain.frames[-1].name == "await shield"
+        assert chain.children == (ts[1],)
+
+    run_and_inspect(main, inspect)
+
+
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is new in 3.11")
 def test_task_group_children_are_found():
     async def child():

@@ -68,6 +68,26 @@ def describe(awaited: Any, running: bool = False) -> str:
     return "await gather" if name == "_GatheringFuture" else f"await {name}"
 
 
+def _shielded(future: Any) -> Any:
+    """The task behind `asyncio.shield(task)`'s outer future, or None.
+
+    The outer future knows its inner task only through the done-callback
+    shield() adds to it (`_outer_done_callback`, a closure over `inner`; the
+    same on 3.10-3.13)."""
+    for entry in getattr(future, "_callbacks", None) or ():
+        callback = entry[0] if isinstance(entry, tuple) else entry
+        if getattr(callback, "__name__", "") != "_outer_done_callback":
+            continue
+        for cell in getattr(callback, "__closure__", None) or ():
+            try:
+                inner = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if hasattr(inner, "get_coro"):
+                return inner
+    return None
+
+
 def _task_group_children(frame: Any) -> tuple[Any, ...]:
     """The tasks of the TaskGroup whose `__aexit__` runs in `frame` (3.11+)."""
     owner = frame.f_locals.get("self")
@@ -100,11 +120,16 @@ def await_chain(coro: Any) -> AwaitChain:
                 frames.pop()  # the future is named next: its __await__ frame says nothing more
         obj = nxt
     awaited = None if obj is None or type(obj) in _LINKS else _future_of(obj)
+    label = describe(awaited, running)
     if awaited is not None and hasattr(awaited, "get_coro"):
         children = (awaited,)
     elif awaited is not None and type(awaited).__name__ == "_GatheringFuture":
         children = tuple(getattr(awaited, "_children", ()))
-    frames.append(_synthetic(describe(awaited, running)))
+    elif awaited is not None:
+        inner = _shielded(awaited)
+        if inner is not None:
+            children, label = (inner,), "await shield"
+    frames.append(_synthetic(label))
     return AwaitChain(tuple(frames), awaited, children, running and awaited is None)
 
 
