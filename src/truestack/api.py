@@ -125,13 +125,18 @@ def profile(
     engine: str = "auto",
     max_depth: int = DEFAULT_MAX_DEPTH,
     output: str | os.PathLike[str] | None = None,
+    native: bool | str = False,
 ) -> Any:
     """Profile a block (`with profile(...) as p`) or every call of a function (`@profile`).
 
     With `output`, the profile is saved there when the block ends (context
     manager) or after each call (decorator); the format follows the extension.
+    `native=True` adds the C frames (needs libunwind; `native="all"` keeps the
+    interpreter's plumbing frames too).
     """
-    profiled = _Profiled(output=output, mode=mode, rate=rate, engine=engine, max_depth=max_depth)
+    profiled = _Profiled(
+        output=output, mode=mode, rate=rate, engine=engine, max_depth=max_depth, native=_native_setting(native)
+    )
     if func is not None:
         if not callable(func):
             raise TypeError("truestack.profile() takes keyword options; use profile(mode=..., rate=...)")
@@ -139,14 +144,28 @@ def profile(
     return profiled
 
 
+def _native_setting(native: bool | str) -> str:
+    if native is True or native == "on":
+        return "on"
+    if native is False or native == "off":
+        return "off"
+    if native == "all":
+        return "all"
+    raise ValueError(f"native must be True, False or 'all', not {native!r}")
+
+
 def start(
-    mode: str = "cpu", rate: float | str = 100, engine: str = "auto", max_depth: int = DEFAULT_MAX_DEPTH
+    mode: str = "cpu",
+    rate: float | str = 100,
+    engine: str = "auto",
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    native: bool | str = False,
 ) -> ProfileSession:
-    """Start profiling the whole process until `stop()`."""
+    """Start profiling the whole process until `stop()` (`native` as for `profile()`)."""
     global _started
     if _started is not None:
         raise RuntimeError("truestack.start() already called; call truestack.stop() first")
-    session = ProfileSession(mode=mode, rate=rate, engine=engine, max_depth=max_depth)
+    session = ProfileSession(mode=mode, rate=rate, engine=engine, max_depth=max_depth, native=_native_setting(native))
     session.start()
     _started = session
     return session

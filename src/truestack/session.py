@@ -56,10 +56,13 @@ class ProfileSession:
         max_depth: int = DEFAULT_MAX_DEPTH,
         command: list[str] | None = None,
         stack_filter: StackFilter | None = None,
+        native: str = "off",
     ) -> None:
         self._filter = stack_filter
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
-        self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples)
+        self.sampler = Sampler(
+            mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples, native=native
+        )
         self.profile = Profile(
             ProfileMeta(
                 command=list(command if command is not None else sys.argv),

@@ -15,6 +15,7 @@
 #include "sampler.h"
 #include "staging.h"
 #include "ts_version.h"
+#include "unwind.h"
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
@@ -65,12 +66,17 @@ static long tstate_tid(PyThreadState *t) {
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
-    static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", NULL};
+    static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", "native", NULL};
     const char *mode, *timer = "auto";
     long long interval;
-    int depth;
+    int depth, native = 0;
     unsigned long long slots = 65536;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ks", kwlist, &mode, &interval, &depth, &slots, &timer)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ksi", kwlist, &mode, &interval, &depth, &slots, &timer, &native))
+        return NULL;
+    if (native < 0 || native > TS_MAX_NATIVE)
+        return PyErr_Format(PyExc_ValueError, "native must be 0..%d", TS_MAX_NATIVE);
+    if (native && !ts_native_available)
+        return PyErr_Format(PyExc_NotImplementedError, "built without libunwind: native frames unavailable");
     int m = strcmp(mode, "cpu") == 0 ? TS_MODE_CPU : strcmp(mode, "wall") == 0 ? TS_MODE_WALL : -1;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "unknown mode %s", mode);
     if (interval < 10000) return PyErr_Format(PyExc_ValueError, "interval below 10 us");
@@ -81,7 +87,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     if (ts_codehook_install() < 0 || tid_lookup_init() < 0) return NULL;
     /* A different slot size replaces the ring: settle what it holds first. */
     ts_fold(NULL, 1);
-    int rc = ts_sampler_start(m, interval, depth, slots, pref);
+    int rc = ts_sampler_start(m, interval, depth, native, slots, pref);
     if (rc < 0) return errno_error(rc);
     return PyUnicode_FromString(ts_timer_name(ts_sampler_timer()));
 }
@@ -121,15 +127,33 @@ static PyStructSequence_Field raw_sample_fields[] = {
     {"depth", "true stack depth (may exceed the frames kept)"},
     {"partial", "reason the walk was incomplete or suspect, or None"},
     {"frames", "flat leaf-first (obj, n, ...): code object and byte offset, or (qualname, file, firstlineno) and line"},
+    {"native", "--native: the C return addresses, leaf first; None without --native"},
+    {"segments", "--native: frames recorded once each eval-loop C call ended, leaf first; None if unknown"},
+    {"native_missing", "--native: why native frames are missing or incomplete, or None"},
     {NULL, NULL},
 };
+#define RAW_FIELDS 11
 static PyStructSequence_Desc raw_sample_desc = {"truestack._native.RawSample", "One raw sample as drained.",
-                                                raw_sample_fields, 8};
+                                                raw_sample_fields, RAW_FIELDS};
 
-static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
+static PyObject *words_tuple(const uint64_t *w, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; t && i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)w[i]);
+        if (!v)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, v);
+    }
+    return t;
+}
+
+static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames) {
     PyObject *item = PyStructSequence_New(raw_sample_type);
     if (!item) return NULL;
-    PyObject *values[8] = {
+    int off = s->native_why == TS_NATIVE_OFF;
+    const uint64_t *w = st->words + s->first_word;
+    PyObject *values[RAW_FIELDS] = {
         PyLong_FromLong(s->tid),
         PyLong_FromLongLong((long long)s->time_ns),
         PyLong_FromUnsignedLongLong((unsigned long long)s->weight_ns),
@@ -138,15 +162,19 @@ static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
         PyLong_FromUnsignedLong(s->depth),
         s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None),
         Py_NewRef(frames),
+        off ? Py_NewRef(Py_None) : words_tuple(w, s->nnative),
+        off || s->nsegs == 0xff ? Py_NewRef(Py_None) : words_tuple(w + s->nnative, s->nsegs),
+        s->native_why ? PyUnicode_FromString(ts_native_reason_names[s->native_why % TS_NNATIVE_REASONS])
+                      : Py_NewRef(Py_None),
     };
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < RAW_FIELDS; i++) {
         if (!values[i]) {
-            for (int j = 0; j < 8; j++) Py_XDECREF(values[j]);
+            for (int j = 0; j < RAW_FIELDS; j++) Py_XDECREF(values[j]);
             Py_DECREF(item);
             return NULL;
         }
     }
-    for (int i = 0; i < 8; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
+    for (int i = 0; i < RAW_FIELDS; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
     return item;
 }
 
@@ -161,7 +189,7 @@ static PyObject *py_drain(PyObject *self, PyObject *unused) {
     for (size_t i = 0; out && i < st.n; i++) {
         ts_ssample *s = &st.samples[i];
         PyObject *frames = build_frames(&st, s);
-        PyObject *item = frames ? raw_sample(s, frames) : NULL;
+        PyObject *item = frames ? raw_sample(&st, s, frames) : NULL;
         Py_XDECREF(frames);
         if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
         Py_XDECREF(item);
@@ -169,6 +197,7 @@ static PyObject *py_drain(PyObject *self, PyObject *unused) {
     for (size_t i = 0; i < st.nf; i++) Py_XDECREF(st.frames[i].obj); /* left over after an error */
     free(st.samples);
     free(st.frames);
+    free(st.words);
     return out;
 }
 
@@ -475,7 +504,8 @@ static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
-     "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto') -> timer name"},
+     "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto', native=0) -> timer name; native: C "
+     "return addresses kept per sample (--native)"},
     {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
     {"drain", py_drain, METH_NOARGS,
      "drain() -> [(tid, time_ns, weight_ns, cpu_delta_ns, state, depth, partial, frames)]; frames is a flat "
@@ -557,7 +587,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1) < 0 ||
         PyModule_AddIntConstant(m, "GUARDED_LOADS", TS_HAVE_SAFE_LOAD) < 0 ||
         PyModule_AddIntConstant(m, "MAX_THREADS", TS_MAX_THREADS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0) {
+        PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0 ||
+        PyModule_AddIntConstant(m, "NATIVE_UNWIND", ts_native_available) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_NATIVE", TS_MAX_NATIVE) < 0 ||
+        add_string_tuple(m, "NATIVE_REASONS", ts_native_reason_names + 1, TS_NNATIVE_REASONS - 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -23,6 +23,25 @@ def positive_float(text: str) -> float:
     return value
 
 
+def add_native_arguments(p: argparse.ArgumentParser) -> None:
+    """--native / --native-all (record, top; attach passes them on as record does)."""
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="also show C frames (extension modules, C libraries) in the stacks, in call order; needs libunwind",
+    )
+    p.add_argument(
+        "--native-all",
+        action="store_true",
+        help="--native, and keep the interpreter's own plumbing frames (vectorcall, cfunction_call...) too",
+    )
+
+
+def native_choice(args: argparse.Namespace) -> str:
+    """The settings.NATIVE_CHOICES value the --native options ask for."""
+    return "all" if args.native_all else "on" if args.native else "off"
+
+
 def rate(text: str) -> float:
     """argparse type: a sampling rate as `truestack.rates.parse_rate` reads it (250, 1k, 10khz)."""
     try:

@@ -23,10 +23,10 @@ from ..recording.destination import (
     resolve_format,
 )
 from ..recording.launch import run_recording
-from ..recording.plan import Plan
+from ..recording.plan import Plan, check_native
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import add_module_argument, add_native_arguments, native_choice, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -86,6 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"rows of the method table in the summary (default {DEFAULT_TOP}; 0 for none)",
     )
+    add_native_arguments(p)
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -100,6 +101,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     check_format_dependencies(fmt)
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
+    native = native_choice(args)
+    check_native(native, args.engine)
     # A module is found in the program's process: finding it imports its
     # package, which must not run twice or in the recorder.
     target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
@@ -120,6 +123,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
         args.subprocesses,
+        native,
     )
 
 

@@ -21,10 +21,10 @@ from ..model.live import SORT_KEYS
 from ..recording.destination import check_format_dependencies, check_output_path, resolve_format
 from ..recording.launch import run_recording
 from ..recording.live import BatchView, LiveView
-from ..recording.plan import Plan
+from ..recording.plan import Plan, check_native
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import add_module_argument, add_native_arguments, native_choice, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20
@@ -66,6 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="follow the Python processes the program starts (multiprocessing, subprocess) into the table",
     )
     p.add_argument("--pid", type=int, metavar="PID", help="watch a running process (needs attach: not available yet)")
+    add_native_arguments(p)
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -79,6 +80,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
             "run the program under `truestack top script.py` instead"
         )
     script, module, target_args = split_target(args.module, args.target)
+    native = native_choice(args)
+    check_native(native, args.engine)
     if args.format and not args.output:
         raise UsageError("--format needs --output")
     fmt = "truestack"
@@ -101,6 +104,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         SUMMARY_ROWS,
         subprocesses=args.subprocesses,
+        native=native,
     )
 
 

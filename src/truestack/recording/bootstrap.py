@@ -63,7 +63,7 @@ del _truestack_follow
 class Bootstrap:
     """The private directory, its sitecustomize, and the environment that points children at it."""
 
-    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int) -> None:
+    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int, native: str = "off") -> None:
         self.directory = tempfile.mkdtemp(prefix="truestack-")
         try:
             with open(os.path.join(self.directory, "sitecustomize.py"), "w", encoding="utf-8") as fh:
@@ -72,7 +72,7 @@ class Bootstrap:
             self.remove()
             raise
         self.socket_path = os.path.join(self.directory, SOCKET_NAME)
-        self.config = FollowConfig(self.socket_path, self.directory, mode, rate_hz, engine, max_depth)
+        self.config = FollowConfig(self.socket_path, self.directory, mode, rate_hz, engine, max_depth, native)
 
     def export_environment(self) -> None:
         """Put the config and the directory in this process's environment, which the program inherits."""

@@ -41,7 +41,7 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     if plan.subprocesses:  # the socket and the environment exist before the program can start a child
         from .tree import ProcessTree
 
-        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth)
+        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth, plan.native)
         tree.export_environment()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()  # nothing buffered here may be written twice

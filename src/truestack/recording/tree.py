@@ -123,8 +123,8 @@ def _peer_pid(sock: socket.socket) -> int:
 class ProcessTree:
     """Accepts and reads the followed processes' streams; merges them with the program's at the end."""
 
-    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int) -> None:
-        self.bootstrap = Bootstrap(mode, rate_hz, engine, max_depth)
+    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int, native: str = "off") -> None:
+        self.bootstrap = Bootstrap(mode, rate_hz, engine, max_depth, native)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.listener.bind(self.bootstrap.socket_path)

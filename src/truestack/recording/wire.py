@@ -22,10 +22,17 @@ MAX_HELLO = 1 << 20  # a longer first line is not a hello
 class FollowConfig(Record):
     """Where a followed process streams its samples, and how it samples."""
 
-    __slots__ = ("bootstrap_dir", "engine", "max_depth", "mode", "rate_hz", "socket_path")
+    __slots__ = ("bootstrap_dir", "engine", "max_depth", "mode", "native", "rate_hz", "socket_path")
 
     def __init__(
-        self, socket_path: str, bootstrap_dir: str, mode: str, rate_hz: float, engine: str, max_depth: int
+        self,
+        socket_path: str,
+        bootstrap_dir: str,
+        mode: str,
+        rate_hz: float,
+        engine: str,
+        max_depth: int,
+        native: str = "off",
     ) -> None:
         self.socket_path = socket_path
         self.bootstrap_dir = bootstrap_dir  # holds the sitecustomize new interpreters run
@@ -33,6 +40,7 @@ class FollowConfig(Record):
         self.rate_hz = rate_hz
         self.engine = engine
         self.max_depth = max_depth
+        self.native = native
 
     def encode(self) -> str:
         return json.dumps({name: getattr(self, name) for name in self.__slots__}, separators=(",", ":"))
@@ -49,6 +57,7 @@ class FollowConfig(Record):
                 float(data["rate_hz"]),
                 str(data["engine"]),
                 int(data["max_depth"]),
+                str(data.get("native", "off")),
             )
         except (KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"malformed {ENV_VAR} ({exc})") from None
