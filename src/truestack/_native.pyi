@@ -16,6 +16,9 @@ FRAME_KINDS: Final[tuple[str, ...]]  # frame kinds in C enum order; mirrors true
 WALK_LEAF_FIRST: Final[int]
 MAX_THREADS: Final[int]  # threads registered at once
 MAX_DEPTH: Final[int]  # largest max_depth
+NATIVE_UNWIND: Final[int]  # 1 if built with libunwind (--native works)
+MAX_NATIVE: Final[int]  # largest `native` of start()
+NATIVE_REASONS: Final[tuple[str, ...]]  # why a sample's C frames are missing, in C enum order (from 1)
 GUARDED_LOADS: Final[int]  # 1 where fault-tolerant loads exist (x86-64): the sampler refuses to start elsewhere
 _core_api: Final[object]  # capsule of the walker API lent to truestack._oracle
 
@@ -40,9 +43,21 @@ class RawSample(tuple[Any, ...]):
     @property
     def frames(self) -> tuple[Any, ...]:
         """Flat, leaf first: (code, byte offset, ...) or ((qualname, file, firstlineno), line, ...)."""
+    @property
+    def native(self) -> tuple[int, ...] | None:
+        """--native: the C return addresses, leaf first (None without --native)."""
+    @property
+    def segments(self) -> tuple[int, ...] | None:
+        """--native: frames recorded once each eval-loop C call ended, leaf first (None: unknown)."""
+    @property
+    def native_missing(self) -> str | None:
+        """--native: a NATIVE_REASONS value when the C frames are missing or cut short."""
 
-def start(mode: str, interval_ns: int, max_depth: int, ring_slots: int = 65536, timer: str = "auto") -> str:
-    """Arm the timers (cpu) and start the control thread; returns the timer's name."""
+def start(
+    mode: str, interval_ns: int, max_depth: int, ring_slots: int = 65536, timer: str = "auto", native: int = 0
+) -> str:
+    """Arm the timers (cpu) and start the control thread; returns the timer's name. `native`: C return
+    addresses kept per sample (--native; 0 = none)."""
 
 def stop() -> None: ...
 def drain() -> list[RawSample]: ...

@@ -25,8 +25,8 @@ typedef struct {
     uint8_t partial;
     uint32_t depth;
     uint32_t overrun;
-    uint16_t nnative;  /* --native: return addresses kept, leaf first (ts_slot_ips) */
-    uint8_t nsegs;     /* --native: eval-call boundaries kept (ts_slot_segs) */
+    uint16_t nnative;   /* --native: return addresses kept, leaf first (ts_slot_ips) */
+    uint8_t nsegs;      /* --native: eval-call boundaries kept (ts_slot_segs) */
     uint8_t native_why; /* --native: TS_NATIVE_* */
     int64_t time_ns;
     int64_t weight_ns;
@@ -41,9 +41,9 @@ typedef struct {
     uint64_t capacity; /* power of two */
     uint64_t slot_size;
     int max_frames;
-    int max_native;     /* 0 unless --native: then each slot also holds these arrays */
-    uint64_t ips_off;   /* offset of the uint64_t ips[max_native] in a slot */
-    uint64_t segs_off;  /* offset of the uint16_t segs[TS_MAX_SEGS] */
+    int max_native;    /* 0 unless --native: then each slot also holds these arrays */
+    uint64_t ips_off;  /* offset of the uint64_t ips[max_native] in a slot */
+    uint64_t segs_off; /* offset of the uint16_t segs[TS_MAX_SEGS] */
     char *mem;
     size_t mem_size;
 } ts_ring;

@@ -60,9 +60,7 @@ int ts_native_prepare(void) {
     return 0;
 }
 
-TS_SIGNAL_SAFE static int loader_busy(void) {
-    return *(volatile int *)&_r_debug.r_state != RT_CONSISTENT;
-}
+TS_SIGNAL_SAFE static int loader_busy(void) { return *(volatile int *)&_r_debug.r_state != RT_CONSISTENT; }
 
 TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why) {
     ucontext_t *uc = (ucontext_t *)ucv;

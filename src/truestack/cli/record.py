@@ -26,7 +26,15 @@ from ..recording.launch import run_recording
 from ..recording.plan import Plan, check_native
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, add_native_arguments, native_choice, non_negative_int, positive_float, rate, split_target
+from .common import (
+    add_module_argument,
+    add_native_arguments,
+    native_choice,
+    non_negative_int,
+    positive_float,
+    rate,
+    split_target,
+)
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10

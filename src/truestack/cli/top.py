@@ -24,7 +24,15 @@ from ..recording.live import BatchView, LiveView
 from ..recording.plan import Plan, check_native
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_module_argument, add_native_arguments, native_choice, non_negative_int, positive_float, rate, split_target
+from .common import (
+    add_module_argument,
+    add_native_arguments,
+    native_choice,
+    non_negative_int,
+    positive_float,
+    rate,
+    split_target,
+)
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20

@@ -43,9 +43,9 @@ def create_engine(
     notes: list[str] = []
     if engine in ("auto", "native"):
         try:
-            from . import native
+            from . import native as native_engines
 
-            cls = native.NativeCpuEngine if mode == "cpu" else native.NativeWallEngine
+            cls = native_engines.NativeCpuEngine if mode == "cpu" else native_engines.NativeWallEngine
             if native != "off":
                 return cls(mode, rate_hz, max_depth, native=True, native_all=native == "all"), notes
             return cls(mode, rate_hz, max_depth), notes

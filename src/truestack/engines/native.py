@@ -146,7 +146,9 @@ class _NativeEngine(Engine):
                 raise RuntimeError("another native engine is already running in this process")
             try:
                 slots, native = self.ring_slots or self._ring_size(), NATIVE_DEPTH if self._stacks else 0
-                self._timer = _native.start(self.mode, self._interval_ns, self.max_depth, slots, self.timer_pref, native)
+                self._timer = _native.start(
+                    self.mode, self._interval_ns, self.max_depth, slots, self.timer_pref, native
+                )
             except (OSError, ValueError) as exc:
                 raise EngineUnavailable(f"cannot start native {self.mode} sampling: {exc}") from exc
             _active = self

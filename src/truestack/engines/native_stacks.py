@@ -140,7 +140,8 @@ class NativeStacks:
         out = []
         if self.missing:
             parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.missing.items()))
-            out.append(f"native frames missing or cut short in {sum(self.missing.values())} of {self.samples} samples ({parts})")
+            missing = sum(self.missing.values())
+            out.append(f"native frames missing or cut short in {missing} of {self.samples} samples ({parts})")
         out.extend(f"native symbols unavailable: {e}" for e in self.symbols.errors)
         return out
 

@@ -7,8 +7,11 @@ per module: `.symtab` when the file has one (static functions such as zlib's
 `deflate_slow` are only there), else `.dynsym`. A symbol is used only if the
 address lies inside it (start + size): the nearest preceding exported symbol
 of a stripped library is usually a different function. Anything else reads
-`module+0xoffset` (the offset in the file's address space, as `addr2line`
-and `perf` want it). C++ names are demangled with the C++ runtime's own
+`module+0xoffset`: the start of the function holding the address, from
+the unwind table's search index (`.eh_frame_hdr`, which stripped files keep),
+so that one function's samples count together; the address's own offset when
+even that is missing. Offsets are in the file's address space, as
+`addr2line` and `perf` want them. C++ names are demangled with the C++ runtime's own
 `__cxa_demangle` when libstdc++ can be loaded.
 
 The symbol's own offset is left out of the frame on purpose: every sample in
@@ -23,6 +26,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import struct
 from typing import Any
 
 from ..samples import Frame, FrameKind
@@ -30,6 +34,7 @@ from ..samples import Frame, FrameKind
 _NATIVE = FrameKind.NATIVE.value
 _CACHE_LIMIT = 200_000  # addresses kept resolved
 _FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
+_STT_FUNC, _STT_GNU_IFUNC = 2, 10
 
 
 class _Module:
@@ -43,6 +48,7 @@ class _Module:
         self.ends: list[int] = []
         self.names: list[str] = []
         self.error = ""
+        self._fde_starts: list[int] | None = None  # function starts from .eh_frame_hdr, read on demand
 
     def load(self, first_vaddr_of: Any) -> None:
         try:
@@ -51,19 +57,15 @@ class _Module:
         except ImportError:
             self.error = "pyelftools is not installed (pip install 'truestack[native]')"
             return
-        symbols: list[tuple[int, int, str]] = []
         try:
             with open(self.path, "rb") as f:
                 elf = ELFFile(f)
                 self.bias -= first_vaddr_of(elf)
+                symbols: list[tuple[int, int, str]] = []
                 for section_name in (".symtab", ".dynsym"):
                     section = elf.get_section_by_name(section_name)
-                    if not isinstance(section, SymbolTableSection):
-                        continue
-                    for sym in section.iter_symbols():
-                        size = sym["st_size"]
-                        if size and sym["st_info"]["type"] in _FUNC_TYPES and sym["st_value"]:
-                            symbols.append((sym["st_value"], size, sym.name))
+                    if isinstance(section, SymbolTableSection):
+                        symbols = _functions(elf, section)
                     if symbols:
                         break
         except Exception as exc:  # a malformed or vanished file: addresses stay module+offset
@@ -75,6 +77,13 @@ class _Module:
             self.ends.append(start + size)
             self.names.append(name)
 
+    def function_start(self, vaddr: int) -> int | None:
+        """Start of the function holding vaddr, from the unwind table (which stripped files keep)."""
+        if self._fde_starts is None:
+            self._fde_starts = _eh_frame_starts(self.path)
+        i = bisect.bisect_right(self._fde_starts, vaddr) - 1
+        return self._fde_starts[i] if i >= 0 else None
+
     def symbol(self, vaddr: int) -> str | None:
         i = bisect.bisect_right(self.starts, vaddr) - 1
         # Aliases share a start; the sort put one of them first, any is right.
@@ -85,6 +94,48 @@ class _Module:
                 break
             i -= 1
         return None
+
+
+def _functions(elf: Any, section: Any) -> list[tuple[int, int, str]]:
+    """(start, size, name) of the sized functions of a symbol table section.
+
+    pyelftools finds the sections; the fixed-size symbol records are decoded
+    here in bulk (its per-symbol objects took 1.4 s for libpython's .symtab,
+    with the GIL held, at the first drain)."""
+    if elf.elfclass != 64:  # rare here: pyelftools' own (slower) iteration
+        return [
+            (sym["st_value"], sym["st_size"], sym.name)
+            for sym in section.iter_symbols()
+            if sym["st_size"] and sym["st_value"] and sym["st_info"]["type"] in _FUNC_TYPES
+        ]
+    order = "<" if elf.little_endian else ">"
+    strtab = elf.get_section(section["sh_link"]).data()
+    out = []
+    for name, info, _other, _shndx, value, size in struct.iter_unpack(order + "IBBHQQ", section.data()):
+        if size and value and (info & 0xF) in (_STT_FUNC, _STT_GNU_IFUNC):
+            end = strtab.find(b"\0", name)
+            out.append((value, size, strtab[name:end].decode(errors="replace")))
+    return out
+
+
+def _eh_frame_starts(path: str) -> list[int]:
+    """Sorted function starts of .eh_frame_hdr's search table (LSB: version 1, encodings as every
+    toolchain writes them: pcrel/sdata4 pointer, udata4 count, datarel/sdata4 table); [] otherwise."""
+    try:
+        from elftools.elf.elffile import ELFFile
+
+        with open(path, "rb") as f:
+            section = ELFFile(f).get_section_by_name(".eh_frame_hdr")
+            if section is None:
+                return []
+            data, base = section.data(), section["sh_addr"]
+    except Exception:
+        return []
+    if len(data) < 12 or tuple(data[:4]) != (1, 0x1B, 0x03, 0x3B):
+        return []
+    (count,) = struct.unpack_from("<I", data, 8)
+    table = data[12 : 12 + 8 * count]
+    return sorted(base + start for start, _fde in struct.iter_unpack("<ii", table))
 
 
 def _first_load_vaddr(elf: Any) -> int:
@@ -133,7 +184,8 @@ class Symbolizer:
         self.errors: list[str] = []
 
     def _read_maps(self) -> None:
-        ranges, bias = [], {}
+        ranges: list[tuple[int, int, str]] = []
+        bias: dict[str, int] = {}
         try:
             with open("/proc/self/maps") as f:
                 lines = f.read().splitlines()
@@ -186,7 +238,11 @@ class Symbolizer:
             mod = self._module(found[1], found[0])
             vaddr = key - mod.bias
             name = mod.symbol(vaddr)
-            label = demangle(name) if name else f"{mod.name}+0x{vaddr:x}"
+            if name:
+                label = demangle(name)
+            else:  # stripped: name the function by where it starts, so its samples count together
+                start = mod.function_start(vaddr)
+                label = f"{mod.name}+0x{start if start is not None else vaddr:x}"
             frame = Frame(label, mod.path, 0, 0, _NATIVE)
         if len(self._frames) > _CACHE_LIMIT:
             self._frames.clear()
