@@ -52,7 +52,7 @@ from typing import Any
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
-from .native_stacks import NATIVE_DEPTH, NO_LIBUNWIND, NativeStacks
+from .native_stacks import NATIVE_DEPTH, NativeStacks
 from .native_stats import core_counters, sampler_notes
 
 try:
@@ -113,9 +113,7 @@ class _NativeEngine(Engine):
             )
         if not 1 <= max_depth <= _native.MAX_DEPTH:
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
-        if (native or native_all) and not getattr(_native, "NATIVE_UNWIND", 0):
-            raise EngineUnavailable(NO_LIBUNWIND)
-        self._stacks = NativeStacks(native_all) if native or native_all else None
+        self._stacks = NativeStacks.wanted(native, native_all, _native)  # None without --native
         self.ring_slots = int(ring_slots) if ring_slots else 0  # 0: sized at start
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
         self._interval_ns = max(10_000, round(1e9 / self.rate_hz))
@@ -331,9 +329,7 @@ class _NativeEngine(Engine):
             n = count - base["partial"].get(reason, 0) if base is not raw else count
             if n:
                 partial[reason] = n
-        notes = sampler_notes(raw, delta, self._names)
-        if self._stacks is not None:
-            notes.extend(self._stacks.notes())
+        notes = sampler_notes(raw, delta, self._names) + (self._stacks.notes() if self._stacks else [])
         if _forked:
             notes.append("forked child: sampling stopped at fork (the parent keeps profiling)")
         return SamplerStats(

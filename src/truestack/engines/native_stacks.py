@@ -21,8 +21,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from ..samples import Frame, FrameKind
+from .base import EngineUnavailable
 from .native_symbols import Symbolizer
 
 NATIVE_DEPTH = 128  # C return addresses kept per --native sample
@@ -120,6 +122,16 @@ class NativeStacks:
         self.symbols = Symbolizer()
         self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
         self.samples = 0
+
+    @classmethod
+    def wanted(cls, native: bool, native_all: bool, core: Any) -> NativeStacks | None:
+        """The --native side of an engine, None without --native; EngineUnavailable when `core` (the
+        _native module) was built without libunwind."""
+        if not (native or native_all):
+            return None
+        if not getattr(core, "NATIVE_UNWIND", 0):
+            raise EngineUnavailable(NO_LIBUNWIND)
+        return cls(native_all)
 
     def stack(self, python_root_first: Sequence[Frame | None], raw: object) -> tuple[Frame, ...]:
         """One sample's frames, root first. `python_root_first` has None where a shim was dropped."""
