@@ -159,9 +159,10 @@ def recurse(n):
 
 engine = NativeCpuEngine("cpu", 1000, native=True)
 engine.start()
-end = time.thread_time() + 1.0
+end, i = time.thread_time() + 1.0, 0
 while time.thread_time() < end:
-    recurse(12)
+    recurse(12 if i % 2 else 140)  # 140: deeper than max_depth (128), the kept frames are the leaf end
+    i += 1
 engine.stop()
 raw = _native.drain()
 mismatches = with_native = 0

@@ -183,20 +183,23 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
         }
         last_owner = owner;
         uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
+        int cstack = ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack; /* 3.12+: a C eval call's entry */
+        /* 3.11 flags the outermost frame of each C eval call instead. */
+        int entry = cstack || (ts_L.fr_is_entry >= 0 && res->segs && ts_load_sized(f + ts_L.fr_is_entry, 1, &fault));
         if (res->nframes >= max) {
             /* Only counting now: the location check and the owner suffice
-             * (incomplete frames only occur at the leaf end). */
-            if (!(ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack)) res->depth++;
+             * (incomplete frames only occur at the leaf end). The eval calls
+             * beyond still count: --native pairs them from the root. */
+            if (!cstack) res->depth++;
+            if (entry) end_eval_call(res);
             f = next;
             continue;
         }
-        if (ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack) { /* entry shim: one C eval call ends */
+        if (cstack) { /* entry shim: one C eval call ends */
             end_eval_call(res);
             f = next;
             continue;
         }
-        /* 3.11 flags the outermost frame of each C eval call instead. */
-        int entry = ts_L.fr_is_entry >= 0 && res->segs && ts_load_sized(f + ts_L.fr_is_entry, 1, &fault);
         uintptr_t code = (uintptr_t)ts_load(f + ts_L.fr_code, &fault);
         if (!is_type(code, ts_L.code_type, &fault)) {
             if (fault) break;

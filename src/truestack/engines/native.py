@@ -240,6 +240,7 @@ class _NativeEngine(Engine):
             out = []
             for raw in _native.drain():
                 frames = self._resolve(raw.frames, self._stacks is not None)
+                kept = len(frames) - frames.count(None)  # Python frames (--native adds C frames below)
                 if self._stacks is not None:
                     frames = self._stacks.stack(frames, raw)
                 partial = raw.partial
@@ -248,7 +249,7 @@ class _NativeEngine(Engine):
                     # The leaf end is right and its callers are missing, or nothing could be
                     # walked (a sub-interpreter's thread, no thread state): say so at the root.
                     frames = (_partial_root(partial), *frames)
-                elif raw.depth > len(frames):
+                elif raw.depth > kept:
                     frames = (_TRUNCATED, *frames)
                 tid = raw.tid
                 out.append(
