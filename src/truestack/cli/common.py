@@ -23,23 +23,35 @@ def positive_float(text: str) -> float:
     return value
 
 
+class _NativeAction(argparse.Action):
+    """--native / --native-all into one `native` value: "off" < "on" < "all", the most asked for wins."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: object) -> None:
+        order = ("off", "on", "all")
+        current = getattr(namespace, self.dest, "off") or "off"
+        setattr(namespace, self.dest, max(current, str(self.const), key=order.index))
+
+
 def add_native_arguments(p: argparse.ArgumentParser) -> None:
-    """--native / --native-all (record, top; attach passes them on as record does)."""
+    """--native / --native-all as `args.native` ("off", "on", "all": settings.NATIVE_CHOICES), for record, top
+    and whatever passes record's options on (recording.Plan.native; checked by recording.launch)."""
     p.add_argument(
         "--native",
-        action="store_true",
+        dest="native",
+        action=_NativeAction,
+        nargs=0,
+        const="on",
+        default="off",
         help="also show C frames (extension modules, C libraries) in the stacks, in call order; needs libunwind",
     )
     p.add_argument(
         "--native-all",
-        action="store_true",
+        dest="native",
+        action=_NativeAction,
+        nargs=0,
+        const="all",
         help="--native, and keep the interpreter's own plumbing frames (vectorcall, cfunction_call...) too",
     )
-
-
-def native_choice(args: argparse.Namespace) -> str:
-    """The settings.NATIVE_CHOICES value the --native options ask for."""
-    return "all" if args.native_all else "on" if args.native else "off"
 
 
 def rate(text: str) -> float:

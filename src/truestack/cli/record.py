@@ -23,18 +23,10 @@ from ..recording.destination import (
     resolve_format,
 )
 from ..recording.launch import run_recording
-from ..recording.plan import Plan, check_native
+from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import (
-    add_module_argument,
-    add_native_arguments,
-    native_choice,
-    non_negative_int,
-    positive_float,
-    rate,
-    split_target,
-)
+from .common import add_module_argument, add_native_arguments, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -109,8 +101,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
     check_format_dependencies(fmt)
     if args.max_depth < 1:
         raise UsageError("--max-depth must be at least 1")
-    native = native_choice(args)
-    check_native(native, args.engine)
     # A module is found in the program's process: finding it imports its
     # package, which must not run twice or in the recorder.
     target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
@@ -131,7 +121,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         args.summary_top,
         args.subprocesses,
-        native,
+        args.native,
     )
 
 

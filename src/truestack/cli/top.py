@@ -21,18 +21,10 @@ from ..model.live import SORT_KEYS
 from ..recording.destination import check_format_dependencies, check_output_path, resolve_format
 from ..recording.launch import run_recording
 from ..recording.live import BatchView, LiveView
-from ..recording.plan import Plan, check_native
+from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import (
-    add_module_argument,
-    add_native_arguments,
-    native_choice,
-    non_negative_int,
-    positive_float,
-    rate,
-    split_target,
-)
+from .common import add_module_argument, add_native_arguments, non_negative_int, positive_float, rate, split_target
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20
@@ -88,8 +80,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
             "run the program under `truestack top script.py` instead"
         )
     script, module, target_args = split_target(args.module, args.target)
-    native = native_choice(args)
-    check_native(native, args.engine)
     if args.format and not args.output:
         raise UsageError("--format needs --output")
     fmt = "truestack"
@@ -112,7 +102,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.quiet,
         SUMMARY_ROWS,
         subprocesses=args.subprocesses,
-        native=native,
+        native=args.native,
     )
 
 
