@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from .live import LiveView
-    from .plan import Plan, check_native
+    from .plan import Plan
 
 # Sent to the recorder by another process, these are passed on to the program (see supervisor.py).
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -35,6 +35,8 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     This process ends with `os._exit` once its output is flushed: it ran no user
     code, and an interpreter's orderly finalisation would only add to the run's time.
     """
+    from .plan import check_native  # already imported by the CLI that built the plan
+
     check_native(plan.native, plan.engine)  # a one-line UsageError before anything runs
     import truestack.model.stream  # noqa: F401  # both processes need the model: import it once, before the fork
 
