@@ -49,12 +49,23 @@ _PLUMBING = re.compile(
 )
 
 
+_PLAIN, _EVAL_CALL, _PLUMBING_CALL = 0, 1, 2
+_CLASS_OF: dict[str, int] = {}  # function name -> class: the regexes run once per name
+
+
+def _class_of(name: str) -> int:
+    c = _CLASS_OF.get(name)
+    if c is None:
+        c = _CLASS_OF[name] = _EVAL_CALL if _EVAL.match(name) else _PLUMBING_CALL if _PLUMBING.match(name) else _PLAIN
+    return c
+
+
 def is_eval_loop(frame: Frame) -> bool:
-    return bool(_EVAL.match(frame.name))
+    return _class_of(frame.name) == _EVAL_CALL
 
 
 def is_plumbing(frame: Frame) -> bool:
-    return bool(_PLUMBING.match(frame.name))
+    return _class_of(frame.name) == _PLUMBING_CALL
 
 
 def _groups(python: Sequence[Frame | None], segments: Sequence[int]) -> list[list[Frame]]:
@@ -81,10 +92,11 @@ def interleave(
     show_all: bool = False,
 ) -> list[Frame]:
     """Leaf-first Python and native frames → one leaf-first list (see the module docstring)."""
+    classes = [_CLASS_OF.get(f.name) or _class_of(f.name) for f in native]
     if segments is None:  # eval calls unknown (too many): Python at the root, C at the leaf
         groups, evals = [[f for f in python if f is not None]], []
     else:
-        groups, evals = _groups(python, segments), [i for i, f in enumerate(native) if is_eval_loop(f)]
+        groups, evals = _groups(python, segments), [i for i, c in enumerate(classes) if c == _EVAL_CALL]
     root_extra: list[Frame] = []
     n = min(len(evals), len(groups))
     if complete:  # root-most call ↔ root-most run
@@ -102,10 +114,7 @@ def interleave(
     for i, frame in enumerate(native):
         if i in paired:
             out.extend(paired[i])
-        elif is_eval_loop(frame):
-            if show_all:
-                out.append(frame)
-        elif show_all or not is_plumbing(frame):
+        elif show_all or classes[i] == _PLAIN:  # an unpaired eval call shows as plumbing does
             out.append(frame)
     out.extend(root_extra)
     if not show_all:  # the process's or thread's start in an unsymbolized libc (__libc_start_call_main, clone3)
@@ -143,7 +152,7 @@ class NativeStacks:
         if why is not None:
             self.missing[why] = self.missing.get(why, 0) + 1
         frame = self.symbols.frame
-        native = [frame(ip, i == 0) for i, ip in enumerate(ips)]
+        native = [frame(ip, i == 0) for i, ip in enumerate(ips)] if ips else []
         python = python_root_first[::-1]
         merged = interleave(python, getattr(raw, "segments", None), native, why is None, self.show_all)
         return tuple(reversed(merged))
