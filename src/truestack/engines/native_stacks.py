@@ -27,6 +27,7 @@ from ..samples import Frame, FrameKind
 from .base import EngineUnavailable
 from .native_symbols import Symbolizer
 
+_CHAIN_CACHE = 50_000  # C call chains kept symbolized
 NATIVE_DEPTH = 128  # C return addresses kept per --native sample
 NO_LIBUNWIND = (
     "--native needs truestack built with libunwind: install libunwind-dev (Debian/Ubuntu) "
@@ -129,6 +130,7 @@ class NativeStacks:
     def __init__(self, show_all: bool) -> None:
         self.show_all = show_all
         self.symbols = Symbolizer()
+        self._chains: dict[tuple[int, ...], list[Frame]] = {}
         self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
         self.samples = 0
 
@@ -151,8 +153,12 @@ class NativeStacks:
         why: str | None = getattr(raw, "native_missing", None)
         if why is not None:
             self.missing[why] = self.missing.get(why, 0) + 1
-        frame = self.symbols.frame
-        native = [frame(ip, i == 0) for i, ip in enumerate(ips)] if ips else []
+        native = self._chains.get(ips)  # a hot loop repeats its C call chains: symbolize each chain once
+        if native is None:
+            if len(self._chains) > _CHAIN_CACHE:
+                self._chains.clear()
+            frame = self.symbols.frame
+            native = self._chains[ips] = [frame(ip, i == 0) for i, ip in enumerate(ips)]
         python = python_root_first[::-1]
         merged = interleave(python, getattr(raw, "segments", None), native, why is None, self.show_all)
         return tuple(reversed(merged))
