@@ -218,3 +218,15 @@ def test_native_with_the_safepoint_engine_is_a_usage_error(tmp_path):
     (tmp_path / "prog.py").write_text("print('ran')\n")
     proc = run_truestack("record", "--native", "--engine", "safepoint", "prog.py", cwd=tmp_path)
     assert proc.returncode == 2 and "native engine" in proc.stderr and "ran" not in proc.stdout
+
+
+def test_a_corrupt_stack_ends_the_native_unwind_without_a_crash():
+    import subprocess
+
+    code = "from truestack import _native; print(*_native._probe_native_fault())"
+    proc = subprocess.run([sys.executable, "-c", code], env=truestack_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    frames, reason, absorbed = proc.stdout.split()
+    # libunwind built with conservative checks (the default, Debian's) validates each address of a step
+    # (mincore/msync) and stops ("failed"); a build without them faults, which jumps back ("fault").
+    assert int(frames) == 1 and (reason, int(absorbed) > 0) in (("failed", False), ("fault", True)), proc.stdout

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include "core_api.h"
 #include "ring.h"
@@ -492,6 +493,29 @@ static PyObject *py_probe_guarded_load(PyObject *self, PyObject *unused) {
     munmap(p, (size_t)page);
     return Py_BuildValue("(iK)", fault, (unsigned long long)absorbed);
 }
+
+/* Test builds only: unwind a context whose stack pointer is an inaccessible
+ * page, as a corrupt stack would have it: the unwinder's fault must come back
+ * as TS_NATIVE_FAULT, not kill the process. */
+static PyObject *py_probe_native_fault(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    if (!ts_native_available) return PyErr_Format(PyExc_NotImplementedError, "built without libunwind");
+    if (ts_safeload_install() != 0 || ts_native_prepare() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
+    ucontext_t uc;
+    getcontext(&uc);
+    uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&PyObject_Repr; /* its entry: CFA = rsp + 8 */
+    uc.uc_mcontext.gregs[REG_RSP] = (greg_t)((uintptr_t)p + 64);
+    uint64_t ips[8];
+    int why = 0;
+    uint64_t before = atomic_load(&ts_faults_absorbed);
+    int n = ts_native_unwind(&uc, ips, 8, &why);
+    uint64_t absorbed = atomic_load(&ts_faults_absorbed) - before;
+    munmap(p, (size_t)page);
+    return Py_BuildValue("(izK)", n, why ? ts_native_reason_names[why] : NULL, (unsigned long long)absorbed);
+}
 #endif
 
 static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
@@ -530,6 +554,8 @@ static PyMethodDef methods[] = {
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
+    {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,
+     "test builds: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)"},
     {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,
      "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
 #endif

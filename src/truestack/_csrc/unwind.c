@@ -21,9 +21,13 @@
  *   with every signal blocked, so the interrupted thread never holds it; the
  *   per-thread policy would need libunwind's dynamic TLS, which may allocate
  *   on first touch in a dlopen'ed library: not used.
- * - Local unwinding does not validate addresses (validate = 0 in 1.6): a
- *   corrupt stack makes it fault. safeload.c's SIGSEGV handler jumps back
- *   here (ts_unwind_escape), and the stack read so far is kept.
+ * - A corrupt stack: libunwind built with conservative checks (its default,
+ *   and Debian's 1.6.2) validates every address a step reads (mincore or
+ *   msync, a 4-entry cache of good pages) and stops there. Without them, or
+ *   if a page goes away between check and read, the read faults:
+ *   safeload.c's SIGSEGV handler then jumps back here (ts_unwind_escape) and
+ *   the stack read so far is kept. _native._probe_native_fault (test builds)
+ *   unwinds a context whose stack is unmapped.
  *
  * libunwind's first use allocates (tdep_init): ts_native_prepare() unwinds
  * once outside any handler, which also binds the lazily bound PLT entries.
