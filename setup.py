@@ -29,7 +29,11 @@ from setuptools.command.build_ext import build_ext
 
 CSRC = "src/truestack/_csrc"
 NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", "layout.c", "ring.c", "staging.c",
-                  "safeload.c"]
+                  "safeload.c", "unwind.c", "drain.c"]
+# --native unwinds C stacks with libunwind (libunwind-dev / libunwind-devel). Without it the
+# extension still builds; `--native` then says what to install.
+LIBUNWIND_PROBE = "#define UNW_LOCAL_ONLY\n#include <libunwind.h>\nint main(void) { unw_context_t c; unw_cursor_t u;\n" \
+    "  unw_getcontext(&c); return unw_init_local2(&u, &c, UNW_INIT_SIGNAL_FRAME) < 0; }\n"
 ORACLE_SOURCES = ["validate_module.c", "validate_events.c", "validate_shadow.c", "validate_sync.c",
                   "validate_async.c", "validate_walk.c", "validate_classify.c", "validate_fault.c"]
 DEBUGHOOK_SOURCES = ["debughook.c", "debughook_records.c", "debughook_decide.c"]
@@ -58,12 +62,34 @@ class OptionalBuildExt(build_ext):
             self._warn(exc)
 
     def build_extension(self, ext: Extension) -> None:
+        if ext.name == "truestack._native" and self._have_libunwind():
+            ext.define_macros.append(("TS_HAVE_LIBUNWIND", "1"))
+            ext.libraries.append("unwind")
+        elif ext.name == "truestack._native":
+            msg = "libunwind not found (install libunwind-dev or libunwind-devel): --native will be unavailable"
+            if os.environ.get("TRUESTACK_REQUIRE_NATIVE"):
+                raise RuntimeError(msg)
+            sys.stderr.write(f"WARNING: {msg}\n")
         try:
             super().build_extension(ext)
         except Exception as exc:
             if os.environ.get("TRUESTACK_REQUIRE_NATIVE"):
                 raise
             self._warn(exc)
+
+    def _have_libunwind(self) -> bool:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "probe.c")
+            with open(src, "w") as f:
+                f.write(LIBUNWIND_PROBE)
+            try:
+                objs = self.compiler.compile([src], output_dir=tmp)
+                self.compiler.link_executable(objs, "probe", output_dir=tmp, libraries=["unwind"])
+            except Exception:
+                return False
+        return True
 
     @staticmethod
     def _warn(exc: Exception) -> None:

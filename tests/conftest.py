@@ -73,6 +73,7 @@ NEEDS_NATIVE = (
     "integration/test_validate.py::",
     "integration/test_cpython_suite.py::",
     "integration/test_dump.py::",
+    "integration/test_native_frames.py::",
     "integration/test_bench_smoke.py::test_accuracy_runner_quick",  # its columns must come from the native engine
     "integration/test_bench_smoke.py::test_overhead_runner_quick",
 )

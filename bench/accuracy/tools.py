@@ -39,11 +39,12 @@ class Tool:
     mode: str  # which truth it is scored against: cpu | wall
     sampling: bool = True  # False for tracing profilers (no rate)
     engine: str = ""  # truestack engine
+    options: tuple[str, ...] = ()  # more truestack record options (--native)
 
     # -- availability ----------------------------------------------------
     def unavailable(self, python: str) -> str | None:
         """None when the tool can run, else a short reason ("not installed")."""
-        return _availability(self.family, self.engine, python)
+        return _availability(self.family, self.engine, python, self.options)
 
     # -- command line ------------------------------------------------------
     def argv(self, python: str, script: str, out: str, rate_hz: int) -> list[str]:
@@ -52,7 +53,7 @@ class Tool:
             # Wall mode must count sleeping/blocked threads too (record leaves them out by default).
             idle = ["--include-idle"] if self.mode == "wall" else []
             return [python, "-m", "truestack", "record", "--engine", self.engine, "--mode", self.mode,
-                    "--rate", rate_arg(rate_hz), *idle, "-f", "collapsed", "-o", out, "-q", script]
+                    "--rate", rate_arg(rate_hz), *idle, *self.options, "-f", "collapsed", "-o", out, "-q", script]
         if f == "py-spy":
             idle = ["--idle"] if self.mode == "wall" else []
             return [find_binary("py-spy", python) or "py-spy", "record", "-r", str(rate_hz), "-f", "raw",
@@ -90,6 +91,7 @@ class Tool:
 ALL_TOOLS = [
     Tool("ts-native-cpu", "truestack", "cpu", engine="native"),
     Tool("ts-native-wall", "truestack", "wall", engine="native"),
+    Tool("ts-native-cpu+c", "truestack", "cpu", engine="native", options=("--native",)),
     Tool("ts-safept-cpu", "truestack", "cpu", engine="safepoint"),
     Tool("ts-safept-wall", "truestack", "wall", engine="safepoint"),
     Tool("py-spy", "py-spy", "cpu"),
@@ -123,7 +125,11 @@ def select_tools(names: list[str] | None) -> list[Tool]:
 _AVAIL_CACHE: dict[tuple[str, str, str], str | None] = {}
 
 
-def _availability(family: str, engine: str, python: str) -> str | None:
+def _availability(family: str, engine: str, python: str, options: tuple[str, ...] = ()) -> str | None:
+    if "--native" in options:
+        check = "import sys, truestack._native as n; sys.exit(0 if n.NATIVE_UNWIND else 1)"
+        if subprocess.run([python, "-c", check], capture_output=True).returncode != 0:
+            return "not built with libunwind (--native)"
     key = (family, engine, python)
     if key not in _AVAIL_CACHE:
         _AVAIL_CACHE[key] = _check(family, engine, python)

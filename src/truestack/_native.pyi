@@ -16,6 +16,9 @@ FRAME_KINDS: Final[tuple[str, ...]]  # frame kinds in C enum order; mirrors true
 WALK_LEAF_FIRST: Final[int]
 MAX_THREADS: Final[int]  # threads registered at once
 MAX_DEPTH: Final[int]  # largest max_depth
+NATIVE_UNWIND: Final[int]  # 1 if built with libunwind (--native works)
+MAX_NATIVE: Final[int]  # largest `native` of start()
+NATIVE_REASONS: Final[tuple[str, ...]]  # why a sample's C frames are missing, in C enum order (from 1)
 GUARDED_LOADS: Final[int]  # 1 where fault-tolerant loads exist (x86-64): the sampler refuses to start elsewhere
 _core_api: Final[object]  # capsule of the walker API lent to truestack._oracle
 
@@ -43,9 +46,21 @@ class RawSample(tuple[Any, ...]):
     @property
     def coro(self) -> int:
         """id() of the outermost coroutine on the stack (the task being stepped), or 0."""
+    @property
+    def native(self) -> tuple[int, ...] | None:
+        """--native: the C return addresses, leaf first (None without --native)."""
+    @property
+    def segments(self) -> tuple[int, ...] | None:
+        """--native: frames recorded once each eval-loop C call ended, leaf first (None: unknown)."""
+    @property
+    def native_missing(self) -> str | None:
+        """--native: a NATIVE_REASONS value when the C frames are missing or cut short."""
 
-def start(mode: str, interval_ns: int, max_depth: int, ring_slots: int = 65536, timer: str = "auto") -> str:
-    """Arm the timers (cpu) and start the control thread; returns the timer's name."""
+def start(
+    mode: str, interval_ns: int, max_depth: int, ring_slots: int = 65536, timer: str = "auto", native: int = 0
+) -> str:
+    """Arm the timers (cpu) and start the control thread; returns the timer's name. `native`: C return
+    addresses kept per sample (--native; 0 = none)."""
 
 def stop() -> None: ...
 def drain() -> list[RawSample]: ...
@@ -63,6 +78,9 @@ def charge_collector(ns: int, /) -> None: ...
 def codes_resolved_at_death() -> int: ...
 def settle_counts() -> tuple[int, int]: ...
 def after_fork_child() -> None: ...
+def _probe_native_fault() -> tuple[int, str | None, int]:
+    """Test builds only: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)."""
+
 def _probe_guarded_load() -> tuple[int, int]:
     """Test builds only (TRUESTACK_TEST_BUILD=1): a guarded load from an inaccessible page."""
 

@@ -126,6 +126,7 @@ def profile(
     max_depth: int = DEFAULT_MAX_DEPTH,
     output: str | os.PathLike[str] | None = None,
     async_tasks: bool = False,
+    native: bool | str = False,
 ) -> Any:
     """Profile a block (`with profile(...) as p`) or every call of a function (`@profile`).
 
@@ -133,9 +134,17 @@ def profile(
     manager) or after each call (decorator); the format follows the extension.
     With `async_tasks`, samples are split per asyncio task and, in wall mode,
     each pending task's await chain is recorded as `awaiting` time (`--async`).
+    `native=True` adds the C frames (needs libunwind; `native="all"` keeps the
+    interpreter's plumbing frames too).
     """
     profiled = _Profiled(
-        output=output, mode=mode, rate=rate, engine=engine, max_depth=max_depth, async_tasks=async_tasks
+        output=output,
+        mode=mode,
+        rate=rate,
+        engine=engine,
+        max_depth=max_depth,
+        async_tasks=async_tasks,
+        native=_native_setting(native),
     )
     if func is not None:
         if not callable(func):
@@ -144,18 +153,36 @@ def profile(
     return profiled
 
 
+def _native_setting(native: bool | str) -> str:
+    if native is True or native == "on":
+        return "on"
+    if native is False or native == "off":
+        return "off"
+    if native == "all":
+        return "all"
+    raise ValueError(f"native must be True, False or 'all', not {native!r}")
+
+
 def start(
     mode: str = "cpu",
     rate: float | str = 100,
     engine: str = "auto",
     max_depth: int = DEFAULT_MAX_DEPTH,
     async_tasks: bool = False,
+    native: bool | str = False,
 ) -> ProfileSession:
-    """Start profiling the whole process until `stop()` (`async_tasks`: as in `profile()`)."""
+    """Start profiling the whole process until `stop()` (`async_tasks` and `native` as for `profile()`)."""
     global _started
     if _started is not None:
         raise RuntimeError("truestack.start() already called; call truestack.stop() first")
-    session = ProfileSession(mode=mode, rate=rate, engine=engine, max_depth=max_depth, async_tasks=async_tasks)
+    session = ProfileSession(
+        mode=mode,
+        rate=rate,
+        engine=engine,
+        max_depth=max_depth,
+        async_tasks=async_tasks,
+        native=_native_setting(native),
+    )
     session.start()
     _started = session
     return session

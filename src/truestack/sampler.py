@@ -56,6 +56,7 @@ class Sampler:
         engine: str = "auto",
         on_samples: SampleSink | None = None,
         drain_interval: float = 0.05,
+        native: str = "off",
     ) -> None:
         if mode not in ("cpu", "wall"):
             raise ValueError(f"unknown mode {mode!r} (expected 'cpu' or 'wall')")
@@ -65,6 +66,7 @@ class Sampler:
         self.rate_hz = parse_rate(rate)
         self.max_depth = max_depth
         self.engine_choice = engine
+        self.native = native  # settings.NATIVE_CHOICES
         self._sink = on_samples
         self._drain_interval = drain_interval
         self._buffer: list[Sample] = []
@@ -86,7 +88,9 @@ class Sampler:
         if self._running:
             raise RuntimeError("sampler already running")
         if self._engine is None:
-            self._engine, self._notes = create_engine(self.engine_choice, self.mode, self.rate_hz, self.max_depth)
+            self._engine, self._notes = create_engine(
+                self.engine_choice, self.mode, self.rate_hz, self.max_depth, self.native
+            )
         self._engine.start()
         self._running = True
         _running_samplers.add(self)

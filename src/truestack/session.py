@@ -58,12 +58,15 @@ class ProfileSession:
         command: list[str] | None = None,
         stack_filter: StackFilter | None = None,
         async_tasks: bool = False,
+        native: str = "off",
     ) -> None:
         self._filter = stack_filter
         # --async: samples relabelled per asyncio task, awaiting samples added (wall mode)
         self._tasks = TaskTracker(wall=mode == "wall") if async_tasks else None
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
-        self.sampler = Sampler(mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples)
+        self.sampler = Sampler(
+            mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples, native=native
+        )
         self.profile = Profile(
             ProfileMeta(
                 command=list(command if command is not None else sys.argv),

@@ -7,3 +7,5 @@ here, with nothing imported.
 
 DEFAULT_MAX_DEPTH = 128  # deepest stack kept, frames nearest the leaf first
 ENGINE_CHOICES = ("auto", "native", "safepoint")
+# --native: "off"; "on" (C frames interleaved, interpreter plumbing hidden); "all" (plumbing shown too)
+NATIVE_CHOICES = ("off", "on", "all")

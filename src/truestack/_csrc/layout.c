@@ -87,6 +87,11 @@ int ts_layout_init(void) {
     L->fr_previous = offsetof(_PyInterpreterFrame, previous);
     L->fr_owner = offsetof(_PyInterpreterFrame, owner);
     L->fr_min_size = offsetof(_PyInterpreterFrame, localsplus);
+#if PY_VERSION_HEX < 0x030C0000
+    L->fr_is_entry = offsetof(_PyInterpreterFrame, is_entry);
+#else
+    L->fr_is_entry = -1; /* 3.12+ mark a C eval call by its FRAME_OWNED_BY_CSTACK entry frame */
+#endif
     L->gen_iframe = offsetof(PyGenObject, gi_iframe);
     L->gen_frame_state = offsetof(PyGenObject, gi_frame_state);
     L->gen_executing = FRAME_EXECUTING;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 #include "core_api.h"
 #include "ring.h"
@@ -15,6 +16,8 @@
 #include "sampler.h"
 #include "staging.h"
 #include "ts_version.h"
+#include "unwind.h"
+#include "drain.h"
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
@@ -22,7 +25,6 @@ const char *const ts_partial_names[TS_NREASONS] = {
     "bad_offset", "too_deep",        "torn",  "subinterpreter", "unguarded",
 };
 const char *const ts_kind_names[TS_NKINDS] = {"python", "native", "shim", "truncated"};
-static const char *const state_names[] = {"unknown", "running", "idle"};
 
 static PyObject *errno_error(int neg) {
     errno = -neg;
@@ -65,12 +67,17 @@ static long tstate_tid(PyThreadState *t) {
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
-    static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", NULL};
+    static char *kwlist[] = {"mode", "interval_ns", "max_depth", "ring_slots", "timer", "native", NULL};
     const char *mode, *timer = "auto";
     long long interval;
-    int depth;
+    int depth, native = 0;
     unsigned long long slots = 65536;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ks", kwlist, &mode, &interval, &depth, &slots, &timer)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sLi|Ksi", kwlist, &mode, &interval, &depth, &slots, &timer, &native))
+        return NULL;
+    if (native < 0 || native > TS_MAX_NATIVE)
+        return PyErr_Format(PyExc_ValueError, "native must be 0..%d", TS_MAX_NATIVE);
+    if (native && !ts_native_available)
+        return PyErr_Format(PyExc_NotImplementedError, "built without libunwind: native frames unavailable");
     int m = strcmp(mode, "cpu") == 0 ? TS_MODE_CPU : strcmp(mode, "wall") == 0 ? TS_MODE_WALL : -1;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "unknown mode %s", mode);
     if (interval < 10000) return PyErr_Format(PyExc_ValueError, "interval below 10 us");
@@ -81,7 +88,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     if (ts_codehook_install() < 0 || tid_lookup_init() < 0) return NULL;
     /* A different slot size replaces the ring: settle what it holds first. */
     ts_fold(NULL, 1);
-    int rc = ts_sampler_start(m, interval, depth, slots, pref);
+    int rc = ts_sampler_start(m, interval, depth, native, slots, pref);
     if (rc < 0) return errno_error(rc);
     return PyUnicode_FromString(ts_timer_name(ts_sampler_timer()));
 }
@@ -90,88 +97,6 @@ static PyObject *py_stop(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     ts_sampler_stop();
     Py_RETURN_NONE;
-}
-
-static PyObject *build_frames(ts_staging *st, ts_ssample *s) {
-    PyObject *t = PyTuple_New((Py_ssize_t)s->nframes * 2);
-    if (!t) return NULL;
-    for (uint32_t i = 0; i < s->nframes; i++) {
-        ts_sframe *f = &st->frames[s->first + i];
-        PyTuple_SET_ITEM(t, 2 * i, f->obj); /* steals the pin */
-        f->obj = NULL;
-        PyObject *off = PyLong_FromLong(f->off);
-        if (!off) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, 2 * i + 1, off);
-    }
-    return t;
-}
-
-/* drain() returns RawSample struct sequences: fields by name for Python,
- * no per-sample dict. */
-static PyTypeObject *raw_sample_type;
-static PyStructSequence_Field raw_sample_fields[] = {
-    {"tid", "native thread id"},
-    {"time_ns", "CLOCK_MONOTONIC time of the sample"},
-    {"weight_ns", "CPU ns (cpu mode) or wall ns (wall mode) the sample stands for"},
-    {"cpu_delta_ns", "CPU ns the thread used since its previous sample"},
-    {"state", "'unknown', 'running' or 'idle'"},
-    {"depth", "true stack depth (may exceed the frames kept)"},
-    {"partial", "reason the walk was incomplete or suspect, or None"},
-    {"frames", "flat leaf-first (obj, n, ...): code object and byte offset, or (qualname, file, firstlineno) and line"},
-    {"coro", "address (id) of the outermost coroutine on the stack, or 0"},
-    {NULL, NULL},
-};
-static PyStructSequence_Desc raw_sample_desc = {"truestack._native.RawSample", "One raw sample as drained.",
-                                                raw_sample_fields, 9};
-
-static PyObject *raw_sample(ts_ssample *s, PyObject *frames) {
-    PyObject *item = PyStructSequence_New(raw_sample_type);
-    if (!item) return NULL;
-    PyObject *values[9] = {
-        PyLong_FromLong(s->tid),
-        PyLong_FromLongLong((long long)s->time_ns),
-        PyLong_FromUnsignedLongLong((unsigned long long)s->weight_ns),
-        PyLong_FromUnsignedLongLong((unsigned long long)s->cpu_delta_ns),
-        PyUnicode_FromString(state_names[s->state % 3]),
-        PyLong_FromUnsignedLong(s->depth),
-        s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None),
-        Py_NewRef(frames),
-        PyLong_FromUnsignedLongLong((unsigned long long)s->coro),
-    };
-    for (int i = 0; i < 9; i++) {
-        if (!values[i]) {
-            for (int j = 0; j < 9; j++) Py_XDECREF(values[j]);
-            Py_DECREF(item);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 9; i++) PyStructSequence_SET_ITEM(item, i, values[i]);
-    return item;
-}
-
-static PyObject *py_drain(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
-    /* faulthandler.enable()/disable() or another tool may have replaced our
-     * SIGSEGV handler: put it back on top, chaining to theirs. */
-    if (ts_sampler_active() && ts_safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
-    ts_fold(NULL, 0);
-    ts_staging st = ts_staging_take();
-    PyObject *out = PyList_New(0);
-    for (size_t i = 0; out && i < st.n; i++) {
-        ts_ssample *s = &st.samples[i];
-        PyObject *frames = build_frames(&st, s);
-        PyObject *item = frames ? raw_sample(s, frames) : NULL;
-        Py_XDECREF(frames);
-        if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
-        Py_XDECREF(item);
-    }
-    for (size_t i = 0; i < st.nf; i++) Py_XDECREF(st.frames[i].obj); /* left over after an error */
-    free(st.samples);
-    free(st.frames);
-    return out;
 }
 
 static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
@@ -474,6 +399,29 @@ static PyObject *py_probe_guarded_load(PyObject *self, PyObject *unused) {
     munmap(p, (size_t)page);
     return Py_BuildValue("(iK)", fault, (unsigned long long)absorbed);
 }
+
+/* Test builds only: unwind a context whose stack pointer is an inaccessible
+ * page, as a corrupt stack would have it: the unwinder's fault must come back
+ * as TS_NATIVE_FAULT, not kill the process. */
+static PyObject *py_probe_native_fault(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    if (!ts_native_available) return PyErr_Format(PyExc_NotImplementedError, "built without libunwind");
+    if (ts_safeload_install() != 0 || ts_native_prepare() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
+    ucontext_t uc;
+    getcontext(&uc);
+    uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&PyObject_Repr; /* its entry: CFA = rsp + 8 */
+    uc.uc_mcontext.gregs[REG_RSP] = (greg_t)((uintptr_t)p + 64);
+    uint64_t ips[8];
+    int why = 0;
+    uint64_t before = atomic_load(&ts_faults_absorbed);
+    int n = ts_native_unwind(&uc, ips, 8, &why);
+    uint64_t absorbed = atomic_load(&ts_faults_absorbed) - before;
+    munmap(p, (size_t)page);
+    return Py_BuildValue("(izK)", n, why ? ts_native_reason_names[why] : NULL, (unsigned long long)absorbed);
+}
 #endif
 
 static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
@@ -486,9 +434,10 @@ static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
-     "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto') -> timer name"},
+     "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto', native=0) -> timer name; native: C "
+     "return addresses kept per sample (--native)"},
     {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
-    {"drain", py_drain, METH_NOARGS,
+    {"drain", ts_py_drain, METH_NOARGS,
      "drain() -> [(tid, time_ns, weight_ns, cpu_delta_ns, state, depth, partial, frames)]; frames is a flat "
      "tuple leaf-first (obj, n, obj, n, ...): obj a code object and n its byte offset, or obj a "
      "(qualname, filename, firstlineno) tuple (code already dead) and n its line."},
@@ -513,6 +462,8 @@ static PyMethodDef methods[] = {
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
+    {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,
+     "test builds: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)"},
     {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,
      "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
 #endif
@@ -560,7 +511,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (ts_layout_init() < 0 || ts_tstate_key_init() < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    if (!raw_sample_type) raw_sample_type = PyStructSequence_NewType(&raw_sample_desc);
+    PyTypeObject *raw_sample_type = ts_raw_sample_type();
     PyObject *capsule = PyCapsule_New((void *)&core_api, TS_CORE_API_CAPSULE, NULL);
     int bad = !capsule || PyModule_AddObjectRef(m, "_core_api", capsule) < 0;
     Py_XDECREF(capsule);
@@ -570,7 +521,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "WALK_LEAF_FIRST", 1) < 0 ||
         PyModule_AddIntConstant(m, "GUARDED_LOADS", TS_HAVE_SAFE_LOAD) < 0 ||
         PyModule_AddIntConstant(m, "MAX_THREADS", TS_MAX_THREADS) < 0 ||
-        PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0) {
+        PyModule_AddIntConstant(m, "MAX_DEPTH", TS_MAX_DEPTH) < 0 ||
+        PyModule_AddIntConstant(m, "NATIVE_UNWIND", ts_native_available) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_NATIVE", TS_MAX_NATIVE) < 0 ||
+        add_string_tuple(m, "NATIVE_REASONS", ts_native_reason_names + 1, TS_NNATIVE_REASONS - 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -55,11 +55,17 @@ static void *map_zeroed(size_t size) {
     return mem == MAP_FAILED ? NULL : mem;
 }
 
-int ts_ring_init(uint64_t capacity, int max_frames) {
+int ts_ring_init(uint64_t capacity, int max_frames, int max_native) {
     uint64_t cap = 1;
     while (cap < capacity) cap <<= 1;
+    /* The native arrays exist only when asked for: the default slot stays small. */
     uint64_t slot_size = sizeof(ts_slot) + (uint64_t)max_frames * sizeof(ts_rawframe);
+    uint64_t ips_off = (slot_size + 7) & ~(uint64_t)7, segs_off = ips_off + (uint64_t)max_native * sizeof(uint64_t);
+    if (max_native) slot_size = segs_off + TS_MAX_SEGS * sizeof(uint16_t);
     slot_size = (slot_size + 63) & ~(uint64_t)63;
+    ts_R.ips_off = ips_off;
+    ts_R.segs_off = segs_off;
+    ts_R.max_native = max_native;
     if (ts_R.mem && ts_R.capacity == cap && ts_R.slot_size == slot_size) {
         return 0; /* reuse: keeps any undrained samples */
     }

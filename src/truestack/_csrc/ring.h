@@ -25,6 +25,9 @@ typedef struct {
     uint8_t partial;
     uint32_t depth;
     uint32_t overrun;
+    uint16_t nnative;   /* --native: return addresses kept, leaf first (ts_slot_ips) */
+    uint8_t nsegs;      /* --native: eval-call boundaries kept (ts_slot_segs) */
+    uint8_t native_why; /* --native: TS_NATIVE_* */
     int64_t time_ns;
     int64_t weight_ns;
     int64_t cpu_delta_ns;
@@ -39,19 +42,27 @@ typedef struct {
     uint64_t capacity; /* power of two */
     uint64_t slot_size;
     int max_frames;
+    int max_native;    /* 0 unless --native: then each slot also holds these arrays */
+    uint64_t ips_off;  /* offset of the uint64_t ips[max_native] in a slot */
+    uint64_t segs_off; /* offset of the uint16_t segs[TS_MAX_SEGS] */
     char *mem;
     size_t mem_size;
 } ts_ring;
 
 extern ts_ring ts_R;
 
-int ts_ring_init(uint64_t capacity, int max_frames); /* GIL held, not running */
+/* Eval-loop C calls whose frames a --native sample can interleave. */
+#define TS_MAX_SEGS 128
+int ts_ring_init(uint64_t capacity, int max_frames, int max_native); /* GIL held, not running */
 void ts_ring_free(void);
 void ts_ring_reset_after_fork(void);
 
 static inline ts_slot *ts_ring_slot(uint64_t pos) {
     return (ts_slot *)(ts_R.mem + (pos & (ts_R.capacity - 1)) * ts_R.slot_size);
 }
+
+static inline uint64_t *ts_slot_ips(ts_slot *s) { return (uint64_t *)((char *)s + ts_R.ips_off); }
+static inline uint16_t *ts_slot_segs(ts_slot *s) { return (uint16_t *)((char *)s + ts_R.segs_off); }
 
 TS_HIDDEN_BEGIN
 /* Claims a slot (NULL when full) and publishes it. */

@@ -2,6 +2,7 @@
  * SIGBUS handlers recognise by the faulting instruction pointer. */
 #include "safeload.h"
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <string.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ _Atomic uint64_t ts_handler_reinstalls;
  * initial-exec TLS: no allocation on first touch inside a handler. */
 static __thread int forwarding __attribute__((tls_model("initial-exec")));
 __thread int ts_loading __attribute__((tls_model("initial-exec")));
+__thread void *ts_unwind_escape __attribute__((tls_model("initial-exec")));
 /* Sent SIGSEGVs let through in a row while this thread sat in one load. */
 static __thread int bounced __attribute__((tls_model("initial-exec")));
 
@@ -69,6 +71,10 @@ TS_SIGNAL_SAFE static void on_fault(int sig, siginfo_t *si, void *ucv) {
         atomic_fetch_add_explicit(&ts_faults_absorbed, 1, memory_order_relaxed);
         bounced = 0;
         return;
+    }
+    if (ts_unwind_escape && si->si_code > 0) { /* a real fault inside the native unwinder */
+        atomic_fetch_add_explicit(&ts_faults_absorbed, 1, memory_order_relaxed);
+        siglongjmp(*(sigjmp_buf *)ts_unwind_escape, 1);
     }
     /* A SIGSEGV this thread sent itself while it sits in a guarded load is
      * that load's fault coming back: another handler (faulthandler, enabled

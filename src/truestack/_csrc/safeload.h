@@ -28,6 +28,11 @@ uint64_t ts_remote_load(uintptr_t addr, int *fault);
  * safeload.c). initial-exec TLS: a plain %fs-relative access, no allocation. */
 extern __thread int ts_loading __attribute__((tls_model("initial-exec")));
 
+/* Non-NULL while this thread's SIGPROF handler runs the native unwinder
+ * (unwind.c): a fault anywhere in it (a corrupt stack read through) jumps
+ * back there instead of killing the process. */
+extern __thread void *ts_unwind_escape __attribute__((tls_model("initial-exec")));
+
 /* Returns the 8-byte word at addr, or 0 with *fault = 1 when addr is
  * misaligned, in the first page, non-canonical, or unmapped. Once *fault
  * is set every further load returns 0, so callers check once at the end. */

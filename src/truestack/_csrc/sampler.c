@@ -20,6 +20,7 @@
 #include "sampler_int.h"
 #include "ring.h"
 #include "safeload.h"
+#include "unwind.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -37,6 +38,7 @@ pthread_mutex_t ts_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 _Atomic int ts_active;
 int ts_timer_kind;
 int ts_max_frames;
+int ts_max_native; /* --native: return addresses kept per sample; 0 = off */
 pid_t ts_pid;
 static _Atomic int in_flight;   /* handler runs in progress, on any thread */
 static _Atomic int calibrating; /* our signals are only being timed: return at once */
@@ -140,6 +142,18 @@ TS_SIGNAL_SAFE static void fill(ts_slot *s, int tid, const ts_account *a, const 
     s->weight_ns = a->weight;
     s->cpu_delta_ns = a->delta > 0 ? a->delta : 0;
     s->coro = (uint64_t)r->coro;
+    s->nnative = 0;
+    s->nsegs = 0;
+    s->native_why = TS_NATIVE_OFF;
+}
+
+/* --native: the C call chain at the interrupted instruction, and where the
+ * eval loop's C calls begin and end among the Python frames. */
+TS_SIGNAL_SAFE static void take_native(ts_slot *s, void *uc, const ts_segs *segs) {
+    int why;
+    s->nnative = (uint16_t)ts_native_unwind(uc, ts_slot_ips(s), ts_max_native, &why);
+    s->native_why = (uint8_t)why;
+    s->nsegs = segs->overflow ? 0xff : (uint8_t)segs->n;
 }
 
 TS_SIGNAL_SAFE static void commit(ts_slot *s, uint64_t pos, const ts_account *a, int partial) {
@@ -153,7 +167,7 @@ TS_SIGNAL_SAFE static void commit(ts_slot *s, uint64_t pos, const ts_account *a,
     if (partial) atomic_fetch_add_explicit(&ts_C.partial[partial], 1, memory_order_relaxed);
 }
 
-TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t cpu) {
+TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, void *uc, int64_t cpu) {
     int64_t now = ts_now_ns(CLOCK_MONOTONIC);
     int tid = (int)syscall(SYS_gettid);
     ts_account a = account(find_thread(tid), cpu, si->si_code == SI_TIMER ? si->si_overrun : 0, 0);
@@ -163,10 +177,13 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, int64_t cpu) {
         atomic_fetch_add_explicit(&ts_C.dropped, 1, memory_order_relaxed);
         return;
     }
-    ts_walk_result r = {0, 0, TS_UNGUARDED, 0};
+    ts_walk_result r = {0, 0, TS_UNGUARDED, NULL, 0};
+    ts_segs segs = {ts_max_native ? ts_slot_segs(s) : NULL, TS_MAX_SEGS, 0, 0};
     /* A walk relies on our fault handler: never walk without it. */
-    if (ts_safeload_ensure()) ts_walk(ts_current_tstate(), s->frames, ts_max_frames, &r);
+    int guarded = ts_safeload_ensure();
+    if (guarded) ts_walk_segs(ts_current_tstate(), s->frames, ts_max_frames, &r, ts_max_native ? &segs : NULL);
     fill(s, tid, &a, &r, now);
+    if (guarded && ts_max_native) take_native(s, uc, &segs);
     commit(s, pos, &a, r.partial);
 }
 
@@ -182,6 +199,7 @@ TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *f
     }
     memcpy(s->frames, frames, sizeof(ts_rawframe) * (size_t)r->nframes);
     fill(s, tid, &a, r, now);
+    if (ts_max_native) s->native_why = TS_NATIVE_NOT_RUNNING; /* its C stack is not ours to unwind */
     commit(s, pos, &a, r->partial);
     atomic_fetch_add_explicit(&ts_C.remote_samples, 1, memory_order_relaxed);
 }
@@ -201,7 +219,7 @@ TS_SIGNAL_SAFE static void on_sigprof(int sig, siginfo_t *si, void *uc) {
          * time: a thread preempted inside the handler costs nothing meanwhile). */
         int64_t cpu = ts_now_ns(CLOCK_THREAD_CPUTIME_ID);
         atomic_fetch_add_explicit(&ts_C.signals, 1, memory_order_relaxed);
-        take_sample(si, cpu);
+        take_sample(si, uc, cpu);
         atomic_fetch_add_explicit(&ts_C.handler_ns, (uint64_t)(ts_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu),
                                   memory_order_relaxed);
     }
@@ -385,7 +403,7 @@ static void atfork_child(void) {
 int ts_sampler_active(void) { return atomic_load(&ts_active); }
 int ts_sampler_timer(void) { return ts_timer_kind; }
 
-int ts_sampler_start(int mode, int64_t interval_ns, int frames, uint64_t ring_slots, int timer_pref) {
+int ts_sampler_start(int mode, int64_t interval_ns, int frames, int native, uint64_t ring_slots, int timer_pref) {
     static int atfork_done;
     if (atomic_load(&ts_active)) return -EBUSY;
     if (!TS_HAVE_SAFE_LOAD) return -ENOTSUP; /* never walk unguarded */
@@ -397,8 +415,13 @@ int ts_sampler_start(int mode, int64_t interval_ns, int frames, uint64_t ring_sl
     ts_forked_child = 0;
     quiesce(); /* a late handler of the previous session may still read the ring */
     if (ts_safeload_install() != 0) return -errno;
-    if (ts_ring_init(ring_slots, frames) != 0) return -ENOMEM;
+    if (native > 0) {
+        int rc = ts_native_prepare();
+        if (rc) return rc;
+    }
+    if (ts_ring_init(ring_slots, frames, native) != 0) return -ENOMEM;
     ts_max_frames = frames;
+    ts_max_native = native;
     ts_mode = mode;
     ts_requested_interval_ns = interval_ns;
     atomic_store(&ts_interval_ns, interval_ns);

@@ -21,7 +21,8 @@ typedef struct {
 extern ts_counters ts_C;
 
 /* Everything below runs with the GIL held. Return 0 or -errno. */
-int ts_sampler_start(int mode, int64_t interval_ns, int max_frames, uint64_t ring_slots, int timer_pref);
+/* native: return addresses kept per sample (--native), 0 for none. */
+int ts_sampler_start(int mode, int64_t interval_ns, int max_frames, int native, uint64_t ring_slots, int timer_pref);
 int ts_sampler_stop(void); /* returns once no handler is running any more */
 int ts_sampler_active(void);
 int ts_sampler_timer(void);

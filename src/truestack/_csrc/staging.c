@@ -2,6 +2,7 @@
 #include "ring.h"
 #include "sampler.h"
 #include <stdlib.h>
+#include <string.h>
 
 ts_staging ts_S;
 uint64_t ts_codes_resolved_at_death;
@@ -40,8 +41,10 @@ void ts_fold(PyObject *dying, int wait_busy) {
     }
     ts_slot *s;
     while ((s = ts_ring_peek(wait_busy)) != NULL) {
+        size_t nsegs = s->nsegs == 0xff ? 0 : s->nsegs, nwords = (size_t)s->nnative + nsegs;
         if (grow((void **)&ts_S.samples, &ts_S.cap, ts_S.n + 1, sizeof(ts_ssample)) ||
-            grow((void **)&ts_S.frames, &ts_S.capf, ts_S.nf + s->nframes, sizeof(ts_sframe))) {
+            grow((void **)&ts_S.frames, &ts_S.capf, ts_S.nf + s->nframes, sizeof(ts_sframe)) ||
+            grow((void **)&ts_S.words, &ts_S.capw, ts_S.nw + nwords, sizeof(uint64_t))) {
             atomic_fetch_add(&ts_C.dropped, 1); /* out of memory: lose the sample, never a wrong one */
             ts_ring_release(s);
             continue;
@@ -56,6 +59,15 @@ void ts_fold(PyObject *dying, int wait_busy) {
         d->cpu_delta_ns = s->cpu_delta_ns;
         d->coro = s->coro;
         d->first = ts_S.nf;
+        d->first_word = ts_S.nw;
+        d->nnative = s->nnative;
+        d->nsegs = s->nsegs;
+        d->native_why = s->native_why;
+        if (nwords) {
+            memcpy(ts_S.words + ts_S.nw, ts_slot_ips(s), sizeof(uint64_t) * s->nnative);
+            for (size_t i = 0; i < nsegs; i++) ts_S.words[ts_S.nw + s->nnative + i] = ts_slot_segs(s)[i];
+            ts_S.nw += nwords;
+        }
         uint32_t kept = 0;
         for (uint32_t i = 0; i < s->nframes; i++) {
             PyObject *code = (PyObject *)s->frames[i].code;
@@ -88,7 +100,8 @@ ts_staging ts_staging_take(void) {
     ts_staging out = ts_S;
     ts_S.samples = NULL;
     ts_S.frames = NULL;
-    ts_S.n = ts_S.cap = ts_S.nf = ts_S.capf = 0;
+    ts_S.words = NULL;
+    ts_S.n = ts_S.cap = ts_S.nf = ts_S.capf = ts_S.nw = ts_S.capw = 0;
     return out;
 }
 
@@ -96,6 +109,7 @@ void ts_staging_forget_after_fork(void) {
     /* The parent's samples: leak the pins rather than report them twice. */
     ts_S.n = 0;
     ts_S.nf = 0;
+    ts_S.nw = 0;
 }
 
 /* -- destroy hook ------------------------------------------------------ */

@@ -26,6 +26,11 @@ typedef struct {
     size_t first; /* index into frames */
     int64_t time_ns, weight_ns, cpu_delta_ns;
     uint64_t coro;
+    /* --native: nnative return addresses then nsegs eval-call boundaries
+     * (0xff: unknown), from words[first_word] */
+    size_t first_word;
+    uint16_t nnative;
+    uint8_t nsegs, native_why;
 } ts_ssample;
 
 typedef struct {
@@ -33,6 +38,8 @@ typedef struct {
     size_t n, cap;
     ts_sframe *frames;
     size_t nf, capf;
+    uint64_t *words; /* --native data of the samples */
+    size_t nw, capw;
 } ts_staging;
 
 extern ts_staging ts_S;

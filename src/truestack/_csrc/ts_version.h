@@ -32,10 +32,11 @@ typedef struct {
     long fr_previous, fr_code, fr_instr, fr_owner; /* fr_owner -1 on 3.10 */
     int instr_is_index;                            /* 3.10: f_lasti is an int instruction index */
     long fr_min_size;                              /* bytes a frame occupies at least */
-    long gen_iframe;                               /* offsetof(PyGenObject, gi_iframe); -1 on 3.10 */
-    long gen_frame_state;                          /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
-    int gen_executing; /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
-    long frobj_data;   /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
+    long fr_is_entry;     /* 3.11: _PyInterpreterFrame.is_entry (bool), the first frame of a C eval call; else -1 */
+    long gen_iframe;      /* offsetof(PyGenObject, gi_iframe); -1 on 3.10 */
+    long gen_frame_state; /* offsetof(PyGenObject, gi_frame_state) (int8_t); -1 on 3.10 */
+    int gen_executing;    /* FRAME_EXECUTING: the only state a generator frame on a chain can be in */
+    long frobj_data;      /* offsetof(PyFrameObject, _f_frame_data); -1 on 3.10 */
     /* 3.10: offsetof(PyFrameObject, f_gen), the coroutine a frame runs; -1 elsewhere */
     long fr_gen;
     /* finding the frame that resumes a generator whose `previous` is not

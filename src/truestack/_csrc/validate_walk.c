@@ -4,7 +4,7 @@
 #include "validate_state.h"
 
 TS_SIGNAL_SAFE int ts_v_walk(ts_vshadow *sh, int *true_depth, int *reason, int *faulted) {
-    ts_walk_result res = {0, 0, TS_OK, 0};
+    ts_walk_result res = {0, 0, TS_OK, NULL, 0};
     void *tstate = ts_core->current_tstate();
     *faulted = 0;
     if (tstate && !ts_core->guarded()) { /* never walk without the fault handler */

@@ -106,6 +106,16 @@ void ts_remote_note_frame(int i, uintptr_t frame);
 #define NOTE_FRAME(i, frame) ((void)0)
 #endif
 
+/* Closes one C-level eval call's run of frames (see ts_segs). */
+TS_SIGNAL_SAFE static void end_eval_call(ts_walk_result *res) {
+    ts_segs *g = res->segs;
+    if (!g || res->nframes >= (int)UINT16_MAX) return;
+    if (g->n < g->max)
+        g->at[g->n++] = (uint16_t)res->nframes;
+    else
+        g->overflow = 1;
+}
+
 /* Records one frame or only counts it once out is full. */
 #define EMIT(frame_, code_, off_, kind_)                                                                               \
     do {                                                                                                               \
@@ -164,6 +174,7 @@ TS_SIGNAL_SAFE static void walk_frameobjects(uintptr_t ts, ts_rawframe *out, int
             if (gen && !fault) note_coro(gen, res);
             fault = 0;
         }
+        end_eval_call(res); /* 3.10 runs each frame in a C call of its own */
         f = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
     }
     if (fault) res->partial = TS_FAULT;
@@ -195,14 +206,20 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
         last_owner = owner;
         if (owner == ts_L.owner_gen) note_coro(f - ts_L.gen_iframe, res);
         uintptr_t next = (uintptr_t)ts_load(f + ts_L.fr_previous, &fault);
+        int cstack = ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack; /* 3.12+: a C eval call's entry */
+        /* 3.11 flags the outermost frame of each C eval call instead. */
+        int entry = cstack || (ts_L.fr_is_entry >= 0 && res->segs && ts_load_sized(f + ts_L.fr_is_entry, 1, &fault));
         if (res->nframes >= max) {
             /* Only counting now: the location check and the owner suffice
-             * (incomplete frames only occur at the leaf end). */
-            if (!(ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack)) res->depth++;
+             * (incomplete frames only occur at the leaf end). The eval calls
+             * beyond still count: --native pairs them from the root. */
+            if (!cstack) res->depth++;
+            if (entry) end_eval_call(res);
             f = next;
             continue;
         }
-        if (ts_L.owner_cstack >= 0 && owner == ts_L.owner_cstack) { /* entry shim */
+        if (cstack) { /* entry shim: one C eval call ends */
+            end_eval_call(res);
             f = next;
             continue;
         }
@@ -223,10 +240,12 @@ TS_SIGNAL_SAFE static int walk_chain(uintptr_t f, uintptr_t anchor, int lenient_
         }
         /* Incomplete frame (pushed, not yet past RESUME): not really entered. */
         if (!(owner == ts_L.owner_gen) && off / 2 < first) {
+            if (entry) end_eval_call(res);
             f = next;
             continue;
         }
         EMIT(f, code, off, TS_KIND_PYTHON);
+        if (entry) end_eval_call(res);
         f = next;
     }
     if (fault) {
@@ -315,6 +334,7 @@ TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
     res->depth = 0;
     res->partial = TS_OK;
     res->coro = 0;
+    if (res->segs) res->segs->n = res->segs->overflow = 0;
 }
 
 /* 3.11/3.12: the innermost eval loop publishes its top frame in
@@ -403,6 +423,11 @@ TS_SIGNAL_SAFE static void walk_iframes(uintptr_t ts, ts_rawframe *out, int max,
 }
 
 TS_SIGNAL_SAFE void ts_walk(void *tstate, ts_rawframe *out, int max, ts_walk_result *res) {
+    ts_walk_segs(tstate, out, max, res, NULL);
+}
+
+TS_SIGNAL_SAFE void ts_walk_segs(void *tstate, ts_rawframe *out, int max, ts_walk_result *res, ts_segs *segs) {
+    res->segs = segs;
     reset_result(res);
     if (!tstate) {
         res->partial = TS_NO_TSTATE;

@@ -23,6 +23,37 @@ def positive_float(text: str) -> float:
     return value
 
 
+class _NativeAction(argparse.Action):
+    """--native / --native-all into one `native` value: "off" < "on" < "all", the most asked for wins."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: object) -> None:
+        order = ("off", "on", "all")
+        current = getattr(namespace, self.dest, "off") or "off"
+        setattr(namespace, self.dest, max(current, str(self.const), key=order.index))
+
+
+def add_native_arguments(p: argparse.ArgumentParser) -> None:
+    """--native / --native-all as `args.native` ("off", "on", "all": settings.NATIVE_CHOICES), for record, top
+    and whatever passes record's options on (recording.Plan.native; checked by recording.launch)."""
+    p.add_argument(
+        "--native",
+        dest="native",
+        action=_NativeAction,
+        nargs=0,
+        const="on",
+        default="off",
+        help="also show C frames (extension modules, C libraries) in the stacks, in call order; needs libunwind",
+    )
+    p.add_argument(
+        "--native-all",
+        dest="native",
+        action=_NativeAction,
+        nargs=0,
+        const="all",
+        help="--native, and keep the interpreter's own plumbing frames (vectorcall, cfunction_call...) too",
+    )
+
+
 def rate(text: str) -> float:
     """argparse type: a sampling rate as `truestack.rates.parse_rate` reads it (250, 1k, 10khz)."""
     try:

@@ -26,7 +26,15 @@ from ..recording.launch import run_recording
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_async_argument, add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import (
+    add_async_argument,
+    add_module_argument,
+    add_native_arguments,
+    non_negative_int,
+    positive_float,
+    rate,
+    split_target,
+)
 
 DEFAULT_RATE = "100"
 DEFAULT_TOP = 10
@@ -87,6 +95,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"rows of the method table in the summary (default {DEFAULT_TOP}; 0 for none)",
     )
+    add_native_arguments(p)
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -122,6 +131,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         args.summary_top,
         args.subprocesses,
         args.async_tasks,
+        args.native,
     )
 
 

@@ -24,7 +24,15 @@ from ..recording.live import BatchView, LiveView
 from ..recording.plan import Plan
 from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
 from ..target import Target, resolve_target
-from .common import add_async_argument, add_module_argument, non_negative_int, positive_float, rate, split_target
+from .common import (
+    add_async_argument,
+    add_module_argument,
+    add_native_arguments,
+    non_negative_int,
+    positive_float,
+    rate,
+    split_target,
+)
 
 DEFAULT_RATE = "100"
 DEFAULT_ROWS = 20
@@ -67,6 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="follow the Python processes the program starts (multiprocessing, subprocess) into the table",
     )
     p.add_argument("--pid", type=int, metavar="PID", help="watch a running process (needs attach: not available yet)")
+    add_native_arguments(p)
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
@@ -103,6 +112,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         SUMMARY_ROWS,
         subprocesses=args.subprocesses,
         async_tasks=args.async_tasks,
+        native=args.native,
     )
 
 

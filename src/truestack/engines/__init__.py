@@ -2,25 +2,52 @@
 
 from __future__ import annotations
 
-from ..settings import ENGINE_CHOICES
+from ..settings import ENGINE_CHOICES, NATIVE_CHOICES
 from .base import Engine, EngineUnavailable
 
 
-def create_engine(engine: str, mode: str, rate_hz: float, max_depth: int) -> tuple[Engine, list[str]]:
+def native_problem(native: str, engine: str) -> str | None:
+    """Why `native` ("on"/"all") cannot be had with `engine` here, or None."""
+    if native == "off":
+        return None
+    if engine == "safepoint":
+        return "--native needs the native engine (the safepoint engine sees no C frames)"
+    try:
+        from .. import _native
+    except ImportError as exc:
+        return f"--native needs truestack's native extension, which cannot be imported: {exc}"
+    if not getattr(_native, "NATIVE_UNWIND", 0):
+        from .native_stacks import NO_LIBUNWIND
+
+        return NO_LIBUNWIND
+    return None
+
+
+def create_engine(
+    engine: str, mode: str, rate_hz: float, max_depth: int, native: str = "off"
+) -> tuple[Engine, list[str]]:
     """Build the engine asked for; return it with notes on any fallback taken.
 
     "auto" prefers the native engine and falls back to the safepoint engine
     (saying why) when the extension cannot be loaded or its timers refused.
-    "native" fails instead of falling back.
+    "native" fails instead of falling back, and so does any engine with
+    `native` ("on": C frames interleaved; "all": interpreter plumbing too).
     """
+    if native not in NATIVE_CHOICES:
+        raise ValueError(f"unknown native setting {native!r} (expected one of {', '.join(NATIVE_CHOICES)})")
+    problem = native_problem(native, engine)
+    if problem is not None:
+        raise EngineUnavailable(problem)
     if engine not in ENGINE_CHOICES:
         raise ValueError(f"unknown engine {engine!r} (expected one of {', '.join(ENGINE_CHOICES)})")
     notes: list[str] = []
     if engine in ("auto", "native"):
         try:
-            from . import native
+            from . import native as native_engines
 
-            cls = native.NativeCpuEngine if mode == "cpu" else native.NativeWallEngine
+            cls = native_engines.NativeCpuEngine if mode == "cpu" else native_engines.NativeWallEngine
+            if native != "off":
+                return cls(mode, rate_hz, max_depth, native=True, native_all=native == "all"), notes
             return cls(mode, rate_hz, max_depth), notes
         except (ImportError, EngineUnavailable, OSError) as exc:
             if engine == "native":
@@ -31,4 +58,4 @@ def create_engine(engine: str, mode: str, rate_hz: float, max_depth: int) -> tup
     return SafepointEngine(mode, rate_hz, max_depth), notes
 
 
-__all__ = ["ENGINE_CHOICES", "Engine", "EngineUnavailable", "create_engine"]
+__all__ = ["ENGINE_CHOICES", "Engine", "EngineUnavailable", "create_engine", "native_problem"]

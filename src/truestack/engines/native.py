@@ -52,6 +52,7 @@ from typing import Any
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
+from .native_stacks import NATIVE_DEPTH, NativeStacks
 from .native_stats import core_counters, sampler_notes
 
 try:
@@ -96,6 +97,8 @@ class _NativeEngine(Engine):
         max_depth: int = 128,
         ring_slots: int | None = None,
         timer: str | None = None,
+        native: bool = False,
+        native_all: bool = False,
     ) -> None:
         mode = mode or self.sampling_mode
         if mode != self.sampling_mode:
@@ -110,6 +113,7 @@ class _NativeEngine(Engine):
             )
         if not 1 <= max_depth <= _native.MAX_DEPTH:
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
+        self._stacks = NativeStacks.wanted(native, native_all, _native)  # None without --native
         self.ring_slots = int(ring_slots) if ring_slots else 0  # 0: sized at start
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
         self._interval_ns = max(10_000, round(1e9 / self.rate_hz))
@@ -139,8 +143,9 @@ class _NativeEngine(Engine):
             if _active is not None and _active is not self:
                 raise RuntimeError("another native engine is already running in this process")
             try:
+                slots, native = self.ring_slots or self._ring_size(), NATIVE_DEPTH if self._stacks else 0
                 self._timer = _native.start(
-                    self.mode, self._interval_ns, self.max_depth, self.ring_slots or self._ring_size(), self.timer_pref
+                    self.mode, self._interval_ns, self.max_depth, slots, self.timer_pref, native
                 )
             except (OSError, ValueError) as exc:
                 raise EngineUnavailable(f"cannot start native {self.mode} sampling: {exc}") from exc
@@ -234,14 +239,17 @@ class _NativeEngine(Engine):
                 self._sync_threads()
             out = []
             for raw in _native.drain():
-                frames = self._resolve(raw.frames)
+                frames = self._resolve(raw.frames, self._stacks is not None)
+                kept = len(frames) - frames.count(None)  # Python frames (--native adds C frames below)
+                if self._stacks is not None:
+                    frames = self._stacks.stack(frames, raw)
                 partial = raw.partial
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
                     # The leaf end is right and its callers are missing, or nothing could be
                     # walked (a sub-interpreter's thread, no thread state): say so at the root.
                     frames = (_partial_root(partial), *frames)
-                elif raw.depth > len(frames):
+                elif raw.depth > kept:
                     frames = (_TRUNCATED, *frames)
                 tid = raw.tid
                 out.append(
@@ -265,9 +273,9 @@ class _NativeEngine(Engine):
         if not _forked:
             _native.charge_collector(cpu_ns)
 
-    def _resolve(self, flat: tuple[Any, ...]) -> tuple[Frame, ...]:
-        """Raw leaf-first (obj, n) pairs → interned Frames, root first."""
-        frames: list[Frame] = []
+    def _resolve(self, flat: tuple[Any, ...], keep_shims: bool = False) -> tuple[Frame, ...]:
+        """Raw leaf-first (obj, n) pairs → interned Frames, root first (a shim as None if keep_shims)."""
+        frames: list[Any] = []
         codes = self._codes
         for i in range(len(flat) - 2, -1, -2):
             obj, n = flat[i], flat[i + 1]
@@ -299,7 +307,7 @@ class _NativeEngine(Engine):
                         obj.co_firstlineno,
                     )
                 )
-            if frame is not None:
+            if frame is not None or keep_shims:
                 frames.append(frame)
         return tuple(frames)
 
@@ -323,7 +331,7 @@ class _NativeEngine(Engine):
             n = count - base["partial"].get(reason, 0) if base is not raw else count
             if n:
                 partial[reason] = n
-        notes = sampler_notes(raw, delta, self._names)
+        notes = sampler_notes(raw, delta, self._names) + (self._stacks.notes() if self._stacks else [])
         if _forked:
             notes.append("forked child: sampling stopped at fork (the parent keeps profiling)")
         return SamplerStats(

@@ -10,7 +10,9 @@ Mapping from the model:
   sample        one per (thread, unique stack), values [count, weight ns],
                 labels thread (name) and thread_id (num), with --subprocesses also
                 process (`process <pid> <cmdline>`) and pid (num); location_id leaf first
-  location      one per model frame (id = frame + 1), one Line each
+  location      one per model frame (id = frame + 1), one Line each; a native
+                (C) frame's location also names the mapping of its module
+  mapping       one per module of native frames (--native): filename, has_functions
   function      one per model function (id = func + 1): name, system_name,
                 filename, start_line
   time_nanos    wall-clock start; duration_nanos; period_type/period the
@@ -27,7 +29,10 @@ from ..model import Profile
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate, nominal_interval_ns
 from ..model.facts import sampling_facts
 from ..model.processes import process_of_thread
+from ..model.tables import KINDS
 from ..samples import is_task_thread
+
+_NATIVE_KIND = KINDS.index("native")
 
 PACKAGE = "perftools.profiles"
 _MAX_MARKER_COMMENTS = 1000
@@ -201,10 +206,17 @@ def build(profile: Profile) -> Any:
                 sample.label.add(key=key_task, str=name_idx)
 
     used_funcs: set[int] = set()
+    mappings: dict[str, int] = {}
     for f in sorted(used_frames):
         row = profile.frames[f]
         used_funcs.add(row.func)
         loc = out.location.add(id=f + 1)
+        if row.kind == _NATIVE_KIND:  # a C frame: its module is the mapping
+            module = profile.strings[profile.funcs[row.func].file]
+            if module not in mappings:
+                mappings[module] = len(mappings) + 1
+                out.mapping.add(id=mappings[module], filename=strings(module), has_functions=True)
+            loc.mapping_id = mappings[module]
         loc.line.add(function_id=row.func + 1, line=max(row.line, 0))
     for func in sorted(used_funcs):
         func_row = profile.funcs[func]

@@ -63,7 +63,9 @@ del _truestack_follow
 class Bootstrap:
     """The private directory, its sitecustomize, and the environment that points children at it."""
 
-    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int, async_tasks: bool = False) -> None:
+    def __init__(
+        self, mode: str, rate_hz: float, engine: str, max_depth: int, async_tasks: bool = False, native: str = "off"
+    ) -> None:
         self.directory = tempfile.mkdtemp(prefix="truestack-")
         try:
             with open(os.path.join(self.directory, "sitecustomize.py"), "w", encoding="utf-8") as fh:
@@ -72,7 +74,9 @@ class Bootstrap:
             self.remove()
             raise
         self.socket_path = os.path.join(self.directory, SOCKET_NAME)
-        self.config = FollowConfig(self.socket_path, self.directory, mode, rate_hz, engine, max_depth, async_tasks)
+        self.config = FollowConfig(
+            self.socket_path, self.directory, mode, rate_hz, engine, max_depth, async_tasks, native
+        )
 
     def export_environment(self) -> None:
         """Put the config and the directory in this process's environment, which the program inherits."""

@@ -86,6 +86,7 @@ class _Followed:
             rate=config.rate_hz,
             engine=config.engine,
             max_depth=config.max_depth,
+            native=config.native,
             command=command[1:],
             stack_filter=stack_filter,
             async_tasks=config.async_tasks,

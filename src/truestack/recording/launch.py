@@ -35,13 +35,16 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     This process ends with `os._exit` once its output is flushed: it ran no user
     code, and an interpreter's orderly finalisation would only add to the run's time.
     """
+    from .plan import check_native  # already imported by the CLI that built the plan
+
+    check_native(plan.native, plan.engine)  # a one-line UsageError before anything runs
     import truestack.model.stream  # noqa: F401  # both processes need the model: import it once, before the fork
 
     tree = None
     if plan.subprocesses:  # the socket and the environment exist before the program can start a child
         from .tree import ProcessTree
 
-        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth, plan.async_tasks)
+        tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth, plan.async_tasks, plan.native)
         tree.export_environment()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()  # nothing buffered here may be written twice

@@ -14,6 +14,18 @@ if TYPE_CHECKING:
     from ..target import Target
 
 
+def check_native(native: str, engine: str) -> None:
+    """UsageError (one line) when --native cannot work here; nothing is imported when it is off."""
+    if native == "off":
+        return
+    from ..engines import native_problem
+    from ..errors import UsageError
+
+    problem = native_problem(native, engine)
+    if problem is not None:
+        raise UsageError(problem)
+
+
 class Plan(Record):
     __slots__ = (
         "async_tasks",
@@ -24,6 +36,7 @@ class Plan(Record):
         "include_idle",
         "max_depth",
         "mode",
+        "native",
         "output",
         "quiet",
         "rate_hz",
@@ -48,6 +61,7 @@ class Plan(Record):
         top: int,
         subprocesses: bool = False,
         async_tasks: bool = False,
+        native: str = "off",
     ) -> None:
         self.target = target
         self.fmt = fmt  # an exporters.FORMATS name
@@ -61,5 +75,6 @@ class Plan(Record):
         self.include_idle = include_idle
         self.quiet = quiet
         self.top = top  # rows of the summary's method table
+        self.native = native  # settings.NATIVE_CHOICES: C frames in the stacks (--native, --native-all)
         self.subprocesses = subprocesses  # follow the program's Python child processes (recording/follow.py)
         self.async_tasks = async_tasks  # --async: per-task samples (truestack/tasks)

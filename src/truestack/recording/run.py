@@ -84,6 +84,7 @@ class Recording:
             rate=plan.rate_hz,
             engine=plan.engine,
             max_depth=plan.max_depth,
+            native=plan.native,
             command=[*command, *plan.target.args],
             stack_filter=make_frame_stripper(),
             async_tasks=plan.async_tasks,

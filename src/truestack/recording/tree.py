@@ -123,8 +123,10 @@ def _peer_pid(sock: socket.socket) -> int:
 class ProcessTree:
     """Accepts and reads the followed processes' streams; merges them with the program's at the end."""
 
-    def __init__(self, mode: str, rate_hz: float, engine: str, max_depth: int, async_tasks: bool = False) -> None:
-        self.bootstrap = Bootstrap(mode, rate_hz, engine, max_depth, async_tasks)
+    def __init__(
+        self, mode: str, rate_hz: float, engine: str, max_depth: int, async_tasks: bool = False, native: str = "off"
+    ) -> None:
+        self.bootstrap = Bootstrap(mode, rate_hz, engine, max_depth, async_tasks, native)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.listener.bind(self.bootstrap.socket_path)

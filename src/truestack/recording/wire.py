@@ -22,7 +22,7 @@ MAX_HELLO = 1 << 20  # a longer first line is not a hello
 class FollowConfig(Record):
     """Where a followed process streams its samples, and how it samples."""
 
-    __slots__ = ("async_tasks", "bootstrap_dir", "engine", "max_depth", "mode", "rate_hz", "socket_path")
+    __slots__ = ("async_tasks", "bootstrap_dir", "engine", "max_depth", "mode", "native", "rate_hz", "socket_path")
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class FollowConfig(Record):
         engine: str,
         max_depth: int,
         async_tasks: bool = False,
+        native: str = "off",
     ) -> None:
         self.socket_path = socket_path
         self.bootstrap_dir = bootstrap_dir  # holds the sitecustomize new interpreters run
@@ -41,6 +42,7 @@ class FollowConfig(Record):
         self.engine = engine
         self.max_depth = max_depth
         self.async_tasks = async_tasks  # --async
+        self.native = native
 
     def encode(self) -> str:
         return json.dumps({name: getattr(self, name) for name in self.__slots__}, separators=(",", ":"))
@@ -58,6 +60,7 @@ class FollowConfig(Record):
                 str(data["engine"]),
                 int(data["max_depth"]),
                 bool(data.get("async_tasks", False)),
+                str(data.get("native", "off")),
             )
         except (KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"malformed {ENV_VAR} ({exc})") from None

@@ -1,0 +1,116 @@
+/* --native (see unwind.h): libunwind's local unwinder, run in the handler.
+ *
+ * Why libunwind and not frame pointers: the pyenv CPython builds (and most
+ * distributions' before 3.12 with -fno-omit-frame-pointer) are compiled
+ * without frame pointers, so a frame-pointer walk loses the interpreter's
+ * frames. libunwind documents unw_init_local2(UNW_INIT_SIGNAL_FRAME) and
+ * unw_step as async-signal-safe, with three caveats handled here:
+ *
+ * - Unwind info is found through dl_iterate_phdr (Gfind_proc_info-lsb.c,
+ *   with signals masked around it), which reads the loader's module list.
+ *   glibc publishes _r_debug.r_state = RT_ADD / RT_DELETE (the debugger
+ *   protocol) before dlopen/dlclose link or unlink a module, and
+ *   RT_CONSISTENT after: while it is not consistent the sample keeps only
+ *   its Python frames (reason "loader"). The lock dl_iterate_phdr takes
+ *   (dl_load_write_lock) is recursive, so a thread interrupted while holding
+ *   it re-enters it, and other threads hold it only for short list walks.
+ *   Code merely running in ld.so (__tls_get_addr, lazy binding) is unwound:
+ *   it has CFI, and skipping it lost a third of the samples of a ctypes
+ *   callback loop.
+ * - Its register-state cache (UNW_CACHE_GLOBAL, the default) is a lock taken
+ *   with every signal blocked, so the interrupted thread never holds it; the
+ *   per-thread policy would need libunwind's dynamic TLS, which may allocate
+ *   on first touch in a dlopen'ed library: not used.
+ * - A corrupt stack: libunwind built with conservative checks (its default,
+ *   and Debian's 1.6.2) validates every address a step reads (mincore or
+ *   msync, a 4-entry cache of good pages) and stops there. Without them, or
+ *   if a page goes away between check and read, the read faults:
+ *   safeload.c's SIGSEGV handler then jumps back here (ts_unwind_escape) and
+ *   the stack read so far is kept. _native._probe_native_fault (test builds)
+ *   unwinds a context whose stack is unmapped.
+ *
+ * libunwind's first use allocates (tdep_init): ts_native_prepare() unwinds
+ * once outside any handler, which also binds the lazily bound PLT entries.
+ */
+#include "unwind.h"
+#include "safeload.h"
+#include <errno.h>
+#include <link.h>
+#include <setjmp.h>
+#include <string.h>
+
+const char *const ts_native_reason_names[TS_NNATIVE_REASONS] = {
+    NULL, "off", "loader", "fault", "failed", "truncated", "not_running",
+};
+
+#ifdef TS_HAVE_LIBUNWIND
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <ucontext.h>
+
+const int ts_native_available = 1;
+int ts_native_prepare(void) {
+    static int done;
+    if (done) return 0;
+    /* First use, outside any handler: tdep_init, caches, PLT bindings. */
+    ucontext_t uc;
+    unw_cursor_t c;
+    if (getcontext(&uc) != 0) return -errno;
+    uint64_t ips[8];
+    int why;
+    (void)ts_native_unwind(&uc, ips, 8, &why);
+    if (unw_init_local2(&c, (unw_context_t *)&uc, UNW_INIT_SIGNAL_FRAME) < 0) return -ENOTSUP;
+    done = 1;
+    return 0;
+}
+
+TS_SIGNAL_SAFE static int loader_busy(void) { return *(volatile int *)&_r_debug.r_state != RT_CONSISTENT; }
+
+TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why) {
+    ucontext_t *uc = (ucontext_t *)ucv;
+    *why = TS_NATIVE_OK;
+    if (loader_busy()) {
+        *why = TS_NATIVE_LOADER;
+        return 0;
+    }
+    /* volatile: read after a fault jumps back here */
+    volatile int n = 0;
+    sigjmp_buf escape;
+    unw_cursor_t c;
+    if (sigsetjmp(escape, 0)) { /* a fault in the unwinder (safeload.c) */
+        ts_unwind_escape = NULL;
+        *why = TS_NATIVE_FAULT;
+        return n;
+    }
+    ts_unwind_escape = &escape;
+    if (unw_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0) {
+        *why = TS_NATIVE_FAILED;
+    } else {
+        for (;;) {
+            unw_word_t ip = 0;
+            if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || !ip) break;
+            if (n == max) {
+                *why = TS_NATIVE_TRUNCATED;
+                break;
+            }
+            ips[n] = ip;
+            n = n + 1;
+            int rc = unw_step(&c);
+            if (rc <= 0) {
+                if (rc < 0) *why = TS_NATIVE_FAILED; /* the rest has no unwind info */
+                break;
+            }
+        }
+    }
+    ts_unwind_escape = NULL;
+    return n;
+}
+#else
+const int ts_native_available = 0;
+int ts_native_prepare(void) { return -ENOTSUP; }
+TS_SIGNAL_SAFE int ts_native_unwind(void *uc, uint64_t *ips, int max, int *why) {
+    (void)uc, (void)ips, (void)max;
+    *why = TS_NATIVE_FAILED;
+    return 0;
+}
+#endif

@@ -1,0 +1,176 @@
+"""--native: one stack, root to leaf, from a sample's Python frames and C frames.
+
+Each C frame of the interpreter's eval loop (`_PyEval_EvalFrameDefault`) is
+replaced by the Python frames it was running; the walker recorded where each
+such C call's frames end (`segments`: 3.10 runs one Python frame per call,
+3.11 flags the first frame of a call `is_entry`, 3.12+ push a
+`FRAME_OWNED_BY_CSTACK` entry frame per call). Other C frames stay where
+they are. Interpreter plumbing (calls through vectorcall, `cfunction_call`,
+the interpreter's start-up chain…) is hidden unless `native_all`.
+
+The Python frames always come out whole and in their order, whatever the C
+side holds: calls and segments are paired from the root when the C stack
+was unwound to its end (a call just entered at the leaf may not have pushed
+its entry frame yet), from the leaf when its root end is missing; Python
+frames left unpaired go next to the nearest paired ones (or at the root when
+the C stack has no eval call at all).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..samples import Frame, FrameKind
+from .base import EngineUnavailable
+from .native_symbols import Symbolizer
+
+_CHAIN_CACHE = 50_000  # C call chains kept symbolized
+NATIVE_DEPTH = 128  # C return addresses kept per --native sample
+NO_LIBUNWIND = (
+    "--native needs truestack built with libunwind: install libunwind-dev (Debian/Ubuntu) "
+    "or libunwind-devel (Fedora/RHEL), then reinstall truestack"
+)
+
+_NATIVE = FrameKind.NATIVE.value
+_START_MODULES = ("libc.so", "ld-linux")
+_EVAL = re.compile(r"_PyEval_EvalFrameDefault(\.cold.*)?$")
+
+# CPython internals between a call and the code it runs: hidden by default.
+_PLUMBING = re.compile(
+    r"(_?PyEval_|_?PyObject_(Vectorcall|Call|FastCall|MakeTpCall)|_?PyVectorcall|_PyFunction_Vectorcall"
+    r"|method_vectorcall|cfunction_(vectorcall|call)|vectorcall_|slot_tp_call|slot_tp_init|type_call"
+    r"|object_vacall|call_function|do_call_core|_PyObject_Call_Prepend|function_code_fastcall"
+    r"|_?PyRun_|run_mod|run_eval_code_obj|pyrun_|pymain_|Py_RunMain|Py_BytesMain|main$|__libc_start_"
+    r"|_start$|thread_run|pythread_wrapper|start_thread|__?clone|gen_send_ex|gen_iternext|_PyGen_"
+    r"|builtin_exec|exec_code|_PyEval_Vector|partial_vectorcall|partial_call|context_run"
+    r"|method_vectorcall_|_Py_call_|PyObject_Call|_PyCFunction)"
+)
+
+
+_PLAIN, _EVAL_CALL, _PLUMBING_CALL = 0, 1, 2
+_CLASS_OF: dict[str, int] = {}  # function name -> class: the regexes run once per name
+
+
+def _class_of(name: str) -> int:
+    c = _CLASS_OF.get(name)
+    if c is None:
+        c = _CLASS_OF[name] = _EVAL_CALL if _EVAL.match(name) else _PLUMBING_CALL if _PLUMBING.match(name) else _PLAIN
+    return c
+
+
+def is_eval_loop(frame: Frame) -> bool:
+    return _class_of(frame.name) == _EVAL_CALL
+
+
+def is_plumbing(frame: Frame) -> bool:
+    return _class_of(frame.name) == _PLUMBING_CALL
+
+
+def _groups(python: Sequence[Frame | None], segments: Sequence[int]) -> list[list[Frame]]:
+    """Python frames (leaf first, None for a dropped shim) cut into one run per eval-loop C call."""
+    groups, prev = [], 0
+    for end in segments:
+        end = min(max(end, prev), len(python))
+        groups.append([f for f in python[prev:end] if f is not None])
+        prev = end
+    if prev < len(python):  # frames past the last recorded call: they belong to the root-most one
+        rest = [f for f in python[prev:] if f is not None]
+        if groups:
+            groups[-1].extend(rest)
+        else:
+            groups.append(rest)
+    return groups
+
+
+def interleave(
+    python: Sequence[Frame | None],
+    segments: Sequence[int] | None,
+    native: Sequence[Frame],
+    complete: bool,
+    show_all: bool = False,
+) -> list[Frame]:
+    """Leaf-first Python and native frames → one leaf-first list (see the module docstring)."""
+    classes = [_CLASS_OF.get(f.name) or _class_of(f.name) for f in native]
+    if segments is None:  # eval calls unknown (too many): Python at the root, C at the leaf
+        groups, evals = [[f for f in python if f is not None]], []
+    else:
+        groups, evals = _groups(python, segments), [i for i, c in enumerate(classes) if c == _EVAL_CALL]
+    root_extra: list[Frame] = []
+    n = min(len(evals), len(groups))
+    if complete:  # root-most call ↔ root-most run
+        pairs = list(zip(evals[len(evals) - n :], groups[len(groups) - n :], strict=True))
+        leaf_extra = [f for g in groups[: len(groups) - n] for f in g]
+        if pairs:
+            pairs[0] = (pairs[0][0], leaf_extra + pairs[0][1])
+        else:
+            root_extra = leaf_extra
+    else:  # the root end is missing: leaf-most call ↔ leaf-most run
+        pairs = list(zip(evals[:n], groups[:n], strict=True))
+        root_extra = [f for g in groups[n:] for f in g]
+    paired = dict(pairs)
+    out: list[Frame] = []
+    for i, frame in enumerate(native):
+        if i in paired:
+            out.extend(paired[i])
+        elif show_all or classes[i] == _PLAIN:  # an unpaired eval call shows as plumbing does
+            out.append(frame)
+    out.extend(root_extra)
+    if not show_all:  # the process's or thread's start in an unsymbolized libc (__libc_start_call_main, clone3)
+        while out and out[-1].kind == _NATIVE and os.path.basename(out[-1].file).startswith(_START_MODULES):
+            out.pop()
+    return out
+
+
+class NativeStacks:
+    """A native engine's --native side: symbolize each drained sample's C frames and interleave them."""
+
+    def __init__(self, show_all: bool) -> None:
+        self.show_all = show_all
+        self.symbols = Symbolizer()
+        self._chains: dict[tuple[int, ...], list[Frame]] = {}
+        self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
+        self.samples = 0
+
+    @classmethod
+    def wanted(cls, native: bool, native_all: bool, core: Any) -> NativeStacks | None:
+        """The --native side of an engine, None without --native; EngineUnavailable when `core` (the
+        _native module) was built without libunwind."""
+        if not (native or native_all):
+            return None
+        if not getattr(core, "NATIVE_UNWIND", 0):
+            raise EngineUnavailable(NO_LIBUNWIND)
+        return cls(native_all)
+
+    def stack(self, python_root_first: Sequence[Frame | None], raw: object) -> tuple[Frame, ...]:
+        """One sample's frames, root first. `python_root_first` has None where a shim was dropped."""
+        ips: tuple[int, ...] | None = getattr(raw, "native", None)
+        if ips is None:
+            return tuple(f for f in python_root_first if f is not None)
+        self.samples += 1
+        why: str | None = getattr(raw, "native_missing", None)
+        if why is not None:
+            self.missing[why] = self.missing.get(why, 0) + 1
+        native = self._chains.get(ips)  # a hot loop repeats its C call chains: symbolize each chain once
+        if native is None:
+            if len(self._chains) > _CHAIN_CACHE:
+                self._chains.clear()
+            frame = self.symbols.frame
+            native = self._chains[ips] = [frame(ip, i == 0) for i, ip in enumerate(ips)]
+        python = python_root_first[::-1]
+        merged = interleave(python, getattr(raw, "segments", None), native, why is None, self.show_all)
+        return tuple(reversed(merged))
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.missing:
+            parts = ", ".join(f"{n} {reason}" for reason, n in sorted(self.missing.items()))
+            missing = sum(self.missing.values())
+            out.append(f"native frames missing or cut short in {missing} of {self.samples} samples ({parts})")
+        out.extend(f"native symbols unavailable: {e}" for e in self.symbols.errors)
+        return out
+
+
+__all__ = ["NativeStacks", "interleave", "is_eval_loop", "is_plumbing"]

@@ -1,0 +1,232 @@
+"""--native: C frames interleaved with the Python frames, in real programs on the real interpreter.
+
+Targets spin for CPU time (thread_time), not wall time: on a busy shared
+machine a wall-clock spin can pass with few samples.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+
+import pytest
+from conftest import run_truestack, truestack_env
+
+from truestack.model import load
+
+QSORT = '''
+import ctypes, time
+
+libc = ctypes.CDLL(None)
+qsort = libc.qsort
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+
+def compare(a, b):
+    x = 0
+    for i in range(40):
+        x += i
+    return a[0] - b[0]
+
+callback = CMP(compare)
+
+def caller():
+    end = time.thread_time() + 1.0
+    while time.thread_time() < end:
+        arr = (ctypes.c_int * 1000)(*range(1000, 0, -1))
+        qsort(arr, len(arr), ctypes.sizeof(ctypes.c_int), callback)
+
+caller()
+'''
+
+ZLIB = '''
+import os, time, zlib
+
+data = os.urandom(1 << 15) * 32
+
+def compress_loop():
+    end = time.thread_time() + 1.0
+    while time.thread_time() < end:
+        zlib.compress(data, 6)
+
+compress_loop()
+'''
+
+
+def record(tmp_path, source: str, *options: str):
+    script = tmp_path / "prog.py"
+    script.write_text(source)
+    out = tmp_path / "prof.tsp"
+    proc = run_truestack("record", "--rate", "500", "-q", *options, "-o", str(out), str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return load(str(out))
+
+
+def stacks(profile) -> list[list[tuple[str, str]]]:
+    """Every sample's stack, root first, as (name, kind) pairs."""
+    kinds = ("python", "native", "shim", "truncated")
+    out = []
+    for thread in profile.threads.values():
+        for stack in thread.stack:
+            frames = profile.stack_frames(stack) if stack >= 0 else []
+            rows = [profile.frames[f] for f in frames]
+            out.append([(profile.strings[profile.funcs[r.func].name], kinds[r.kind]) for r in rows])
+    return out
+
+
+def index_of(names: list[str], pred, start: int = 0) -> int:
+    return next((i for i in range(start, len(names)) if pred(names[i])), -1)
+
+
+def test_ctypes_qsort_callback_reads_caller_qsort_compare_in_order(tmp_path):
+    profile = record(tmp_path, QSORT, "--native")
+    with_compare = [s for s in stacks(profile) if any(n == "compare" for n, _ in s)]
+    assert len(with_compare) >= 50, f"only {len(with_compare)} samples in the callback"
+    in_order = 0
+    for stack in with_compare:
+        names = [n for n, _ in stack]
+        c = index_of(names, lambda n: n == "caller")
+        q = index_of(names, lambda n: "qsort" in n, c + 1)
+        k = index_of(names, lambda n: n == "compare", q + 1)
+        in_order += c >= 0 and q > c and k > q and stack[q][1] == "native"
+    assert in_order / len(with_compare) >= 0.9, (in_order, len(with_compare), with_compare[:3])
+    # interpreter plumbing is hidden by default
+    assert not any(n.startswith(("_PyEval_EvalFrame", "_PyObject_Vectorcall", "PyObject_Vectorcall"))
+                   for s in with_compare for n, _ in s)
+
+
+def test_native_all_keeps_the_interpreter_plumbing(tmp_path):
+    profile = record(tmp_path, QSORT, "--native-all")
+    names = {n for s in stacks(profile) for n, _ in s}
+    assert "compare" in names and any("qsort" in n for n in names)
+    assert any(n.startswith(("_PyObject_", "PyObject_", "_PyEval_", "PyEval_")) for n in names), sorted(names)[:40]
+
+
+def test_zlib_compress_samples_show_deflate_under_compress(tmp_path):
+    profile = record(tmp_path, ZLIB, "--native")
+    loop = [[n for n, _ in s] for s in stacks(profile) if any(n == "compress_loop" for n, _ in s)]
+    assert len(loop) >= 100, len(loop)
+    under = 0
+    for names in loop:
+        c = index_of(names, lambda n: "compress" in n and n != "compress_loop")
+        under += c >= 0 and index_of(names, lambda n: n.startswith("deflate"), c + 1) > c
+    assert under / len(loop) >= 0.8, (under, len(loop), loop[:3])
+    # every output tells native frames apart
+    from truestack.exporters import firefox, pprof
+
+    doc = json.loads(firefox.export(profile))
+    native_funcs = [
+        i for t in doc["threads"] for i, name in enumerate(t["funcTable"]["name"])
+        if t["stringArray"][name].startswith("deflate")
+    ]
+    assert native_funcs
+    t = doc["threads"][0]
+    assert {t["frameTable"]["category"][i] for i in range(len(t["frameTable"]["func"]))
+            if t["frameTable"]["func"][i] in native_funcs} == {2}  # "Native"
+    message = pprof.build(profile)
+    strings = list(message.string_table)
+    assert any("libz" in strings[m.filename] for m in message.mapping)
+    native_locs = [loc for loc in message.location if loc.mapping_id]
+    assert native_locs and all(f.system_name for f in message.function)
+    assert gzip.decompress(pprof.export(profile))
+
+
+PYTHON_PART = '''
+import ctypes, sys, time, zlib
+from truestack import _native
+from truestack.engines.native import NativeCpuEngine
+
+libc = ctypes.CDLL(None)
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+
+def compare(a, b):
+    return a[0] - b[0]
+
+def gen(n):
+    for i in range(n):
+        yield zlib.crc32(b"x" * 4096, i)
+
+def recurse(n):
+    if n:
+        return recurse(n - 1)
+    arr = (ctypes.c_int * 300)(*range(300, 0, -1))
+    libc.qsort(arr, len(arr), ctypes.sizeof(ctypes.c_int), CMP(compare))
+    sum(gen(50))
+    sorted(range(2000), key=lambda x: -x)
+    try:
+        raise ValueError
+    except ValueError:
+        pass
+
+engine = NativeCpuEngine("cpu", 1000, native=True)
+engine.start()
+end, i = time.thread_time() + 1.0, 0
+while time.thread_time() < end:
+    recurse(12 if i % 2 else 140)  # 140: deeper than max_depth (128), the kept frames are the leaf end
+    i += 1
+engine.stop()
+raw = _native.drain()
+mismatches = with_native = 0
+for r in raw:
+    plain = engine._resolve(r.frames)
+    merged = engine._stacks.stack(engine._resolve(r.frames, True), r)
+    if [f for f in merged if f.kind == "python"] != list(plain):
+        mismatches += 1
+    with_native += any(f.kind == "native" for f in merged)
+print(len(raw), with_native, mismatches)
+'''
+
+
+def test_python_part_of_a_native_stack_is_the_plain_stack(tmp_path):
+    import subprocess
+
+    script = tmp_path / "mixed.py"
+    script.write_text(PYTHON_PART)
+    proc = subprocess.run([sys.executable, str(script)], env=truestack_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    total, with_native, mismatches = map(int, proc.stdout.split())
+    assert total >= 100
+    assert with_native / total >= 0.9, (with_native, total)
+    assert mismatches == 0
+
+
+NO_LIBUNWIND = '''
+import sys
+from truestack import _native
+_native.NATIVE_UNWIND = 0  # as a build without libunwind has it
+from truestack.cli.main import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+
+@pytest.mark.parametrize("command", ["record", "top"])
+def test_without_libunwind_native_fails_with_one_line_saying_what_to_install(tmp_path, command):
+    import subprocess
+
+    (tmp_path / "shim.py").write_text(NO_LIBUNWIND)
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    args = [command, "--native", *(["-b"] if command == "top" else []), "prog.py"]
+    proc = subprocess.run([sys.executable, "shim.py", *args], cwd=tmp_path, env=truestack_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "ran" not in proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "libunwind-dev" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_native_with_the_safepoint_engine_is_a_usage_error(tmp_path):
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    proc = run_truestack("record", "--native", "--engine", "safepoint", "prog.py", cwd=tmp_path)
+    assert proc.returncode == 2 and "native engine" in proc.stderr and "ran" not in proc.stdout
+
+
+def test_a_corrupt_stack_ends_the_native_unwind_without_a_crash():
+    import subprocess
+
+    code = "from truestack import _native; print(*_native._probe_native_fault())"
+    proc = subprocess.run([sys.executable, "-c", code], env=truestack_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    frames, reason, absorbed = proc.stdout.split()
+    # libunwind built with conservative checks (the default, Debian's) validates each address of a step
+    # (mincore/msync) and stops ("failed"); a build without them faults, which jumps back ("fault").
+    assert int(frames) == 1 and (reason, int(absorbed) > 0) in (("failed", False), ("fault", True)), proc.stdout
