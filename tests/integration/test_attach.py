@@ -183,7 +183,7 @@ def test_attach_records_both_threads_with_the_true_share_and_the_program_goes_on
     time.sleep(0.3)
     names_before, active_before, tasks_before, _ = t.check()
     assert not active_before and names_before == ["MainThread", "sleepy"]
-    result = attach("--duration", "2", "--rate", "200", "-o", "run.tsp", str(t.pid), cwd=tmp_path)
+    result = attach("--duration", "2", "--rate", "2k", "-o", "run.tsp", str(t.pid), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "output:" in result.stderr and "run.tsp" in result.stderr, result.stderr
     names, active, tasks, _ = t.check()  # detached: nothing of truestack runs in the target
@@ -217,13 +217,22 @@ def test_attach_twice_in_a_row_then_wall_mode(target, tmp_path):
     assert status == 3 and out.endswith("done\n")
 
 
+ATTACHED = """\
+def attached():  # the sampler of an attach runs in this process
+    native = sys.modules.get("truestack._native")
+    return native is not None and bool(native.stats()["active"])
+"""
+
 EXITS = """\
 import os, sys, time
 print("go", os.getpid(), flush=True)
+""" + ATTACHED + """
 def work():
-    end = time.monotonic() + 1.5
+    end = time.monotonic() + 1.0
     while time.monotonic() < end:
         sum(range(1000))
+while not attached():
+    time.sleep(0.001)
 work()
 print("last words", flush=True)
 sys.exit(5)
@@ -409,3 +418,64 @@ def test_gdb_route_when_forced(target, tmp_path):
     assert _load(tmp_path / "run.tsp").sample_count >= 10
     status, out, err = t.finish()
     assert status == 3 and err == "" and out.endswith("done\n")
+
+
+@needs_ptrace
+def test_top_pid_shows_the_running_process_live_and_detaches_on_ctrl_c(target, tmp_path):
+    t = target()
+    top = subprocess.Popen(
+        [sys.executable, "-m", "truestack", "top", "--pid", str(t.pid), "--interval", "0.5", "-o", "run.tsp"],
+        cwd=tmp_path, env=truestack_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        first = top.stdout.readline()  # the first snapshot's header: sampling runs
+        assert first.startswith("truestack top: "), (first, top.stderr.read() if top.poll() is not None else "")
+        time.sleep(1.0)
+        top.send_signal(signal.SIGINT)
+        out, err = top.communicate(timeout=30)
+    finally:
+        top.kill()
+    assert top.returncode == 0, err
+    assert re.search(r"^\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+spin\s+\S*target.py:\d+$", out, re.M), out
+    assert "Traceback" not in err and "output:" in err, err
+    assert _load(tmp_path / "run.tsp").sample_count >= 20
+    names, active, _, _ = t.check()
+    assert names == ["MainThread", "sleepy"] and not active
+    status, out, _ = t.finish()
+    assert status == 3 and out.endswith("done\n")
+
+
+FORKS = """\
+import os, sys, time
+here = sys.argv[1]
+print("go", os.getpid(), flush=True)
+""" + ATTACHED + """
+forked = False
+while not os.path.exists(os.path.join(here, "stop")):
+    sum(range(10000))
+    if not forked and attached():
+        forked = True
+        pid = os.fork()
+        if pid == 0:
+            sum(range(100000))
+            sys.exit(7)  # atexit runs in the child: it must not end the parent's stream
+        print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+@needs_ptrace
+def test_a_fork_of_the_attached_process_leaves_its_stream_alone(target, tmp_path):
+    t = target(source=FORKS)
+    attacher = subprocess.Popen(
+        [sys.executable, "-m", "truestack", "attach", "--duration", "2", "-o", "run.tsp", str(t.pid)],
+        cwd=tmp_path, env=truestack_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert t.proc.stdout.readline() == "child 7\n"  # forked while sampled
+    _, err = attacher.communicate(timeout=60)
+    assert attacher.returncode == 0, err
+    profile = _load(tmp_path / "run.tsp")
+    assert profile.meta.interrupted is None, profile.meta.interrupted
+    assert profile.sample_count >= 50 and profile.meta.pid == t.pid
+    status, out, _ = t.finish()
+    assert status == 0 and out == ""

@@ -4,8 +4,8 @@
  * a fresh one holding no lock of the program's, takes the GIL the ordinary way (PyGILState_Ensure)
  * and runs the line of Python the attacher patched into ts_agent_code. Calling into the interpreter
  * from the stopped thread itself (as `hypno` 1.1 and gdb's `call PyGILState_Ensure()` do) deadlocks
- * when that thread was stopped inside the GIL's own locking: measured here about one attach in five
- * on a program switching the GIL between two threads.
+ * when that thread was stopped inside the GIL's own locking: 2 of our first ~15 attaches (hypno) to a
+ * program switching the GIL between two threads hung it for good.
  *
  * Built once, loaded into any CPython 3.10-3.13 (it calls three functions every one of them exports
  * with the same signature: PyGILState_Ensure, PyGILState_Release, PyRun_SimpleStringFlags); never imported: the

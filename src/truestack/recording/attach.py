@@ -47,6 +47,7 @@ _CONNECT_TIMEOUT_S = 10.0  # injection returned: the target's thread connects wi
 _STOP_GRACE_S = 2.0
 _POLL_S = 0.05
 _MAX_HELLO = 1 << 16
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # Runs in the target (compiled there from base64: one ASCII line every injector carries). Its own globals,
 # not __main__'s; an error goes back over the socket, never to the program's stderr.
@@ -102,21 +103,32 @@ def run_attach(plan: Plan, pid: int, live: LiveView | None = None) -> int:
     """Attach to `pid`, record until the plan's duration, Ctrl-C or the target's exit; write the profile."""
     from ..remote.inject import InjectionError, choose
 
+    # Taken as soon as the command runs: Ctrl-C must not cut a ptrace injection short (the process
+    # would be left stopped or half-changed); asked before sampling starts, the recording stops at once.
+    asked: list[int] = []
+    watched = [s for s in _STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]  # nohup'd: stays so
+    previous = {s: signal.signal(s, lambda signo, frame: asked.append(signo)) for s in watched}
     try:
-        path, version = prepare(pid)
-        injector = choose(version)
-    except (AttachError, InjectionError) as exc:
-        return _fail(str(exc))
-    directory = tempfile.mkdtemp(prefix="truestack-attach-")
-    try:
-        return _attach(plan, pid, path, injector, directory, live)
-    except (AttachError, InjectionError) as exc:
-        return _fail(str(exc))
+        try:
+            path, version = prepare(pid)
+            injector = choose(version)
+        except (AttachError, InjectionError) as exc:
+            return _fail(str(exc))
+        if asked:
+            return _fail("interrupted before attaching")
+        directory = tempfile.mkdtemp(prefix="truestack-attach-")
+        try:
+            return _attach(plan, pid, path, injector, directory, live, asked)
+        except (AttachError, InjectionError) as exc:
+            return _fail(str(exc))
+        finally:
+            with contextlib.suppress(OSError):
+                for name in os.listdir(directory):
+                    os.unlink(os.path.join(directory, name))
+                os.rmdir(directory)
     finally:
-        with contextlib.suppress(OSError):
-            for name in os.listdir(directory):
-                os.unlink(os.path.join(directory, name))
-            os.rmdir(directory)
+        for signo, handler in previous.items():
+            signal.signal(signo, handler)
 
 
 def _fail(message: str) -> int:
@@ -124,7 +136,9 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _attach(plan: Plan, pid: int, path: str, injector: Injector, directory: str, live: LiveView | None) -> int:
+def _attach(
+    plan: Plan, pid: int, path: str, injector: Injector, directory: str, live: LiveView | None, asked: list[int]
+) -> int:
     from .supervisor import write_outputs
 
     socket_path = os.path.join(directory, "attach.sock")
@@ -138,7 +152,7 @@ def _attach(plan: Plan, pid: int, path: str, injector: Injector, directory: str,
         conn = _accept(listener, pid)
     with conn:
         command, first = _read_hello(conn, pid)
-        profile = _Session(plan, pid, conn, live).run(first)
+        profile = _Session(plan, pid, conn, live, asked).run(first)
     if not profile.meta.command:
         profile.meta.command = command
     return 1 if write_outputs(plan, profile) else 0
@@ -199,30 +213,24 @@ def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], bytes]:
 class _Session:
     """Reads the attached process's stream; stops it on --duration, Ctrl-C, SIGTERM or the live view's quit."""
 
-    def __init__(self, plan: Plan, pid: int, conn: socket.socket, live: LiveView | None) -> None:
+    def __init__(self, plan: Plan, pid: int, conn: socket.socket, live: LiveView | None, asked: list[int]) -> None:
         self.plan, self.pid, self.conn, self.live = plan, pid, conn, live
+        self.asked = asked  # SIGINT/SIGTERM taken (run_attach's handlers)
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
         self.stop_sent_at: float | None = None
-        self.why: str | None = None
-        self.asked: list[int] = []
 
     def run(self, first: bytes) -> Profile:
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._feed(first)
+        started = time.monotonic()
+        if self.live is not None:
+            self.live.open(self.reader.profile, self.pid, started)
         try:
-            self._feed(first)
-            started = time.monotonic()
-            if self.live is not None:
-                self.live.open(self.reader.profile, self.pid, started)
-            try:
-                self._loop(started)
-            finally:
-                if self.live is not None:
-                    self.live.close(time.monotonic())
-                    self.live.finish()
+            self._loop(started)
         finally:
-            for signo, handler in previous.items():
-                signal.signal(signo, handler)
+            if self.live is not None:
+                self.live.close(time.monotonic())
+                self.live.finish()
         profile = self.reader.profile
         if not self.reader.ended:
             gone = not os.path.exists(f"/proc/{self.pid}")
@@ -232,9 +240,6 @@ class _Session:
             else:
                 profile.note_interrupted(f"process {self.pid} did not finish its profile when asked ({lost})")
         return profile
-
-    def _on_signal(self, signo: int, frame: object) -> None:
-        self.asked.append(signo)
 
     def _loop(self, started: float) -> None:
         fds: list[int] = [self.conn.fileno()]

@@ -109,6 +109,7 @@ class _Attached:
             command=command[1:],
         )
         self.session.profile.meta.include_idle = config.include_idle
+        self._sock = sock
         self._sink = StreamSink(_SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
         self._done = False
         self._finish_lock = threading.Lock()
@@ -133,6 +134,14 @@ class _Attached:
             profile = self.session.stop()
             with contextlib.suppress(Exception):  # the attacher went away: nothing to tell the program
                 self._sink.finished(profile)
+
+    def forget(self) -> None:
+        """In a forked child: the stream is the parent's. Close this process's copy of the
+        connection (no shutdown: the parent's stays open) and never write to it."""
+        self._done = True
+        self._sink.forget()
+        with contextlib.suppress(OSError):
+            self._sock.close()
 
 
 def _busy() -> str | None:
@@ -197,6 +206,19 @@ def _wait_for_stop(sock: socket.socket) -> None:
         if not data or STOP in data:
             return
         time.sleep(0)  # anything else is not ours to answer: keep waiting
+
+
+def _forget_in_forked_child() -> None:
+    """A fork of the attached process neither samples for the attacher nor ends its stream at its exit."""
+    global _current, _lock
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    attached, _current = _current, None
+    if attached is not None:
+        attached.forget()
+        atexit.unregister(_finish_at_exit)
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 def _finish_at_exit() -> None:
