@@ -38,7 +38,7 @@ import time
 
 from ..records import Record
 from ..session import ProfileSession, active_sessions
-from .sink import StreamSink
+from .sink import SocketOut, StreamSink
 
 HELLO_MAGIC = b"TSATTACH1 "
 STOP = b"stop\n"
@@ -83,21 +83,6 @@ def encode_hello(fields: dict[str, object]) -> bytes:
     return HELLO_MAGIC + json.dumps(fields, separators=(",", ":")).encode() + b"\n"
 
 
-class _SocketOut:
-    """The binary file the stream writer writes to. MSG_NOSIGNAL: a program that set SIGPIPE back to
-    SIG_DFL must not die because the attacher went away."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    def write(self, data: bytes) -> int:
-        self._sock.sendall(data, socket.MSG_NOSIGNAL)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-
 class _Attached:
     def __init__(self, config: AttachConfig, sock: socket.socket) -> None:
         command = list(sys.orig_argv)
@@ -110,7 +95,7 @@ class _Attached:
         )
         self.session.profile.meta.include_idle = config.include_idle
         self._sock = sock
-        self._sink = StreamSink(_SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
+        self._sink = StreamSink(SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
         self._done = False
         self._finish_lock = threading.Lock()
         self.session.start()

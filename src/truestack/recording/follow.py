@@ -38,7 +38,7 @@ from typing import NoReturn
 from ..own_files import is_own_file
 from ..samples import Frame
 from ..session import ProfileSession, StackFilter
-from .sink import StreamSink
+from .sink import SocketOut, StreamSink
 from .stacks import make_frame_stripper
 from .wire import ENV_VAR, FollowConfig, encode_hello
 
@@ -48,20 +48,6 @@ _program_process = False  # the recorded program's own process (and its forks): 
 _current: _Followed | None = None
 _parent_streams: list[Callable[[], None]] = []  # what a forked child must forget: its parent's streams
 _hooks_installed = False
-
-
-class _SocketOut:
-    """The binary file a ProfileStreamWriter writes to: all of each record, or an OSError."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    def write(self, data: bytes) -> int:
-        self._sock.sendall(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
 
 
 class _Followed:
@@ -89,7 +75,7 @@ class _Followed:
             command=command[1:],
             stack_filter=stack_filter,
         )
-        self._sink = StreamSink(_SocketOut(self._sock))  # type: ignore[arg-type]  # write/flush is all it uses
+        self._sink = StreamSink(SocketOut(self._sock))  # type: ignore[arg-type]  # write/flush is all it uses
         self._done = False
         self.session.start()
         self._sink.started(self.session)

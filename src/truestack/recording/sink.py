@@ -7,6 +7,7 @@ own connection to the recorder's socket (`follow.py`).
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import BinaryIO
 
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
     from .children import ChildWatch
 
 STATS_INTERVAL_S = 0.25
+
+
+class SocketOut:
+    """The binary file a stream writer writes to over a connected socket: all of each record, or an
+    OSError. MSG_NOSIGNAL: a program that set SIGPIPE back to SIG_DFL must not die because the
+    recorder went away."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def write(self, data: bytes) -> int:
+        self._sock.sendall(data, socket.MSG_NOSIGNAL)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
 
 
 class StreamSink:
