@@ -479,3 +479,37 @@ def test_a_fork_of_the_attached_process_leaves_its_stream_alone(target, tmp_path
     assert profile.sample_count >= 50 and profile.meta.pid == t.pid
     status, out, _ = t.finish()
     assert status == 0 and out == ""
+
+
+def _other_version_venvs() -> list[str]:
+    """This venv's siblings for the other versions (`venv-x-3.12` → `venv-x-3.13`, `.venv-matrix/3.12` →
+    `.venv-matrix/3.13`), where truestack is installed."""
+    prefix = Path(sys.prefix)
+    out = []
+    for version in VERSIONS:
+        short = version.rsplit(".", 1)[0]
+        if version.startswith(HERE) or HERE[:-1] not in prefix.name:
+            continue
+        python = prefix.parent / prefix.name.replace(HERE[:-1], short) / "bin" / "python"
+        if python.exists() and subprocess.run([str(python), "-c", "import truestack.recording.attached"],
+                                              capture_output=True, env=truestack_env()).returncode == 0:
+            out.append(str(python))
+            break  # one is enough
+    return out
+
+
+@needs_ptrace
+def test_a_target_of_another_python_version_imports_its_own_truestack(target, tmp_path):
+    others = _other_version_venvs()
+    if not others:
+        pytest.skip("no venv of another Python version with truestack beside this one")
+    t = target(argv=[others[0], str(tmp_path / "target.py"), str(tmp_path)])
+    result = attach("--duration", "0.5", "-o", "run.tsp", str(t.pid), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    profile = _load(tmp_path / "run.tsp")
+    version = subprocess.run([others[0], "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True).stdout.strip()
+    assert profile.meta.python_version == version and profile.meta.python_version != sys.version.split()[0]
+    assert profile.sample_count >= 10
+    status, out, err = t.finish()
+    assert status == 3 and err == "" and out.endswith("done\n")
