@@ -37,14 +37,15 @@ def _ptrace_forbidden() -> str | None:
 
 needs_ptrace = pytest.mark.skipif(_ptrace_forbidden() is not None, reason=str(_ptrace_forbidden()))
 
-# The target measures its own CPU split (thread_time around each function) and prints it at the end.
+# The target measures its own CPU split (thread_time around each function) while truestack samples in
+# it, and prints it at the end.
 # `go` appears once it runs; `stop` (a file) ends it. Before `stop` it waits for `attached` files to
 # come and go as the test asks, printing its threads after each detach.
 TARGET = """\
 import os, sys, threading, time
 here = sys.argv[1]
 stop = os.path.join(here, "stop")
-cpu = {"spin": 0.0, "other": 0.0, "sleeper": 0.0}
+cpu = {"spin": 0.0, "main": 0.0, "sleeper": 0.0}  # spin's time, and all the time of each thread
 
 def spin(n):
     x = 0
@@ -58,12 +59,17 @@ def other(n):
         x ^= i
     return x
 
+sampled = False
+
 def sleeper():
+    last = time.thread_time()
     while not os.path.exists(stop):
-        t = time.thread_time()
         other(20000)
-        cpu["sleeper"] += time.thread_time() - t
         time.sleep(0.02)
+        now = time.thread_time()
+        if sampled:
+            cpu["sleeper"] += now - last
+        last = now
 
 def own_threads():
     names = sorted(t.name for t in threading.enumerate())
@@ -75,22 +81,28 @@ before = own_threads()
 t = threading.Thread(target=sleeper, name="sleepy")
 t.start()
 print("go", os.getpid(), flush=True)
-checks = 0
+checks = rounds = 0
+last = time.thread_time()
 while not os.path.exists(stop):
     a = time.thread_time()
     spin(60000)
     b = time.thread_time()
     other(30000)
-    c = time.thread_time()
-    cpu["spin"] += b - a
-    cpu["other"] += c - b
+    if rounds % 8 == 0:  # every ~40 ms
+        sampled = own_threads()[1]
+    rounds += 1
     ask = os.path.join(here, "check%d" % checks)
     if os.path.exists(ask):
         print("check", checks, own_threads(), time.monotonic(), flush=True)
         checks += 1
+    now = time.thread_time()
+    if sampled:
+        cpu["spin"] += b - a
+        cpu["main"] += now - last
+    last = now
 t.join()
-total = sum(cpu.values())
-print("share %.4f" % (cpu["spin"] / total), flush=True)
+total = cpu["main"] + cpu["sleeper"]
+print("share %.4f" % (cpu["spin"] / total if total else -1), flush=True)
 print("before", before, flush=True)
 print("after", own_threads(), flush=True)
 print("done", flush=True)
@@ -165,16 +177,18 @@ def _load(path: Path):
     return load(str(path))
 
 
-def _on_stack_share(profile, name: str, thread_names: set[str] | None = None) -> tuple[float, int]:
-    hits = total = 0
+def _on_stack_share(profile, name: str) -> tuple[float, int]:
+    """The CPU time share of the samples with `name` on their stack, and how many samples there are."""
+    hits = total = count = 0
     for thread in profile.threads.values():
-        for s in thread.stack:
+        for s, weight in zip(thread.stack, thread.weight_ns):
             if s < 0:
                 continue
-            total += 1
+            count += 1
+            total += weight
             funcs = {profile.func_name(profile.frame_func(f)) for f in profile.stacks.frames_of(s)}
-            hits += name in funcs
-    return (hits / total if total else 0.0), total
+            hits += weight if name in funcs else 0
+    return (hits / total if total else 0.0), count
 
 
 @needs_ptrace
