@@ -37,8 +37,8 @@ import threading
 import time
 
 from ..records import Record
-from ..session import ProfileSession, active_sessions
-from .sink import SocketOut, StreamSink
+from ..session import active_sessions
+from .sink import socket_session
 
 HELLO_MAGIC = b"TSATTACH1 "
 STOP = b"stop\n"
@@ -85,17 +85,9 @@ def encode_hello(fields: dict[str, object]) -> bytes:
 
 class _Attached:
     def __init__(self, config: AttachConfig, sock: socket.socket) -> None:
-        command = list(sys.orig_argv)
-        self.session = ProfileSession(
-            mode=config.mode,
-            rate=config.rate_hz,
-            engine=config.engine,
-            max_depth=config.max_depth,
-            command=command[1:],
-        )
+        self.session, self._sink = socket_session(config, sock, list(sys.orig_argv))
         self.session.profile.meta.include_idle = config.include_idle
         self._sock = sock
-        self._sink = StreamSink(SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
         self._done = False
         self._finish_lock = threading.Lock()
         self.session.start()

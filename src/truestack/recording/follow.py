@@ -37,8 +37,8 @@ from typing import NoReturn
 
 from ..own_files import is_own_file
 from ..samples import Frame
-from ..session import ProfileSession, StackFilter
-from .sink import SocketOut, StreamSink
+from ..session import StackFilter
+from .sink import socket_session
 from .stacks import make_frame_stripper
 from .wire import ENV_VAR, FollowConfig, encode_hello
 
@@ -67,15 +67,7 @@ class _Followed:
             raise
 
     def _start(self, config: FollowConfig, command: list[str], stack_filter: StackFilter) -> None:
-        self.session = ProfileSession(
-            mode=config.mode,
-            rate=config.rate_hz,
-            engine=config.engine,
-            max_depth=config.max_depth,
-            command=command[1:],
-            stack_filter=stack_filter,
-        )
-        self._sink = StreamSink(SocketOut(self._sock))  # type: ignore[arg-type]  # write/flush is all it uses
+        self.session, self._sink = socket_session(config, self._sock, command, stack_filter)
         self._done = False
         self.session.start()
         self._sink.started(self.session)

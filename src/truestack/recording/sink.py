@@ -9,17 +9,41 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ..model import Profile
 from ..model.stream import ProfileStreamWriter
-from ..session import ProfileSession
+from ..session import ProfileSession, StackFilter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .children import ChildWatch
 
 STATS_INTERVAL_S = 0.25
+
+
+class SamplingConfig(Protocol):
+    """How a process that streams to a recorder over a socket samples (`wire.FollowConfig`, `attached.AttachConfig`)."""
+
+    mode: str
+    rate_hz: float
+    engine: str
+    max_depth: int
+
+
+def socket_session(
+    config: SamplingConfig, sock: socket.socket, argv: list[str], stack_filter: StackFilter | None = None
+) -> tuple[ProfileSession, StreamSink]:
+    """A session sampling as `config` says, for the command line `argv`, and its sink streaming over `sock`."""
+    session = ProfileSession(
+        mode=config.mode,
+        rate=config.rate_hz,
+        engine=config.engine,
+        max_depth=config.max_depth,
+        command=argv[1:],
+        stack_filter=stack_filter,
+    )
+    return session, StreamSink(SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
 
 
 class SocketOut:
