@@ -444,7 +444,12 @@ def test_top_pid_shows_the_running_process_live_and_detaches_on_ctrl_c(target, t
     )  # fmt: skip
     try:
         first = top.stdout.readline()  # the first snapshot's header: sampling runs
-        assert first.startswith("truestack top: "), (first, top.stderr.read() if top.poll() is not None else "")
+        while first == "\n":
+            first = top.stdout.readline()
+        if not first:  # it ended: say why
+            top.wait(timeout=30)
+            pytest.fail(f"top --pid ended with {top.returncode} before its first snapshot: {top.stderr.read()}")
+        assert first.startswith("truestack top: "), first
         time.sleep(1.0)
         top.send_signal(signal.SIGINT)
         out, err = top.communicate(timeout=30)
