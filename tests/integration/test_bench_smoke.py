@@ -200,15 +200,16 @@ def test_accuracy_runner_quick(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = table_rows(proc.stdout)
     header, modes, body = rows[0], rows[1], rows[2:]
-    assert header == ["workload", "ts-native-cpu", "ts-native-wall", "ts-safept-cpu", "ts-safept-wall", "cProfile"]
-    assert modes == ["(mode)", "cpu", "wall", "cpu", "wall", "wall"]
+    assert header == ["workload", "ts-native-cpu", "ts-native-wall", "ts-native-cpu+c", "ts-safept-cpu", "ts-safept-wall",
+                      "cProfile"]
+    assert modes == ["(mode)", "cpu", "wall", "cpu", "cpu", "wall", "wall"]
     assert [r[0] for r in body] == ["straight_line", "sleep_compute"]
     for row in body:
         assert all(CELL.match(c) for c in row[1:]), row
     doc = json.loads(out_json.read_text())
     # truestack itself must have run, with the engine each column names.
     for workload in ("straight_line", "sleep_compute"):
-        for column in ("ts-native-cpu", "ts-native-wall", "ts-safept-cpu", "ts-safept-wall"):
+        for column in ("ts-native-cpu", "ts-native-wall", "ts-native-cpu+c", "ts-safept-cpu", "ts-safept-wall"):
             assert doc["results"][workload][column]["status"] == "ok", (workload, column)
     # cProfile is always there and deterministic: it must score near the truth,
     # which fails if the truth, the conversion or the scorer is broken.
