@@ -137,20 +137,26 @@ def profile(
     `native=True` adds the C frames (needs libunwind; `native="all"` keeps the
     interpreter's plumbing frames too).
     """
-    profiled = _Profiled(
-        output=output,
-        mode=mode,
-        rate=rate,
-        engine=engine,
-        max_depth=max_depth,
-        async_tasks=async_tasks,
-        native=_native_setting(native),
-    )
+    profiled = _Profiled(output=output, **_session_options(mode, rate, engine, max_depth, async_tasks, native))
     if func is not None:
         if not callable(func):
             raise TypeError("truestack.profile() takes keyword options; use profile(mode=..., rate=...)")
         return profiled(func)
     return profiled
+
+
+def _session_options(
+    mode: str, rate: float | str, engine: str, max_depth: int, async_tasks: bool, native: bool | str
+) -> dict[str, Any]:
+    """ProfileSession's keyword arguments from the API's (`native` as True/False/"all")."""
+    return {
+        "mode": mode,
+        "rate": rate,
+        "engine": engine,
+        "max_depth": max_depth,
+        "async_tasks": async_tasks,
+        "native": _native_setting(native),
+    }
 
 
 def _native_setting(native: bool | str) -> str:
@@ -175,14 +181,7 @@ def start(
     global _started
     if _started is not None:
         raise RuntimeError("truestack.start() already called; call truestack.stop() first")
-    session = ProfileSession(
-        mode=mode,
-        rate=rate,
-        engine=engine,
-        max_depth=max_depth,
-        async_tasks=async_tasks,
-        native=_native_setting(native),
-    )
+    session = ProfileSession(**_session_options(mode, rate, engine, max_depth, async_tasks, native))
     session.start()
     _started = session
     return session
