@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .atomic_file import write_atomic
@@ -23,7 +23,9 @@ from .own_files import own_path
 from .sampler import Sampler
 from .samples import Frame, Sample, SamplerStats
 from .settings import DEFAULT_MAX_DEPTH
-from .tasks import TaskTracker
+
+if TYPE_CHECKING:
+    from .tasks import TaskTracker
 
 # A stack (root first) -> the stack the profile keeps, or None to drop the sample.
 StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
@@ -62,7 +64,11 @@ class ProfileSession:
     ) -> None:
         self._filter = stack_filter
         # --async: samples relabelled per asyncio task, awaiting samples added (wall mode)
-        self._tasks = TaskTracker(wall=mode == "wall") if async_tasks else None
+        self._tasks: TaskTracker | None = None
+        if async_tasks:  # imported only then: asyncio alone costs every other run tens of ms of start-up
+            from .tasks import TaskTracker
+
+            self._tasks = TaskTracker(wall=mode == "wall")
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
         self.sampler = Sampler(
             mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples, native=native

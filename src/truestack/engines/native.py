@@ -52,7 +52,6 @@ from typing import Any
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
-from .native_stacks import NATIVE_DEPTH, NativeStacks
 from .native_stats import core_counters, sampler_notes
 
 try:
@@ -113,7 +112,11 @@ class _NativeEngine(Engine):
             )
         if not 1 <= max_depth <= _native.MAX_DEPTH:
             raise ValueError(f"max_depth must be between 1 and {_native.MAX_DEPTH}")
-        self._stacks = NativeStacks.wanted(native, native_all, _native)  # None without --native
+        self._stacks: Any = None  # the --native side (native_stacks.NativeStacks)
+        if native or native_all:  # imported only then: it costs every other run ~30 ms of start-up (ctypes)
+            from .native_stacks import NativeStacks
+
+            self._stacks = NativeStacks.wanted(native, native_all, _native)
         self.ring_slots = int(ring_slots) if ring_slots else 0  # 0: sized at start
         self.timer_pref = timer or os.environ.get("TRUESTACK_TIMER", "auto")
         self._interval_ns = max(10_000, round(1e9 / self.rate_hz))
@@ -143,7 +146,7 @@ class _NativeEngine(Engine):
             if _active is not None and _active is not self:
                 raise RuntimeError("another native engine is already running in this process")
             try:
-                slots, native = self.ring_slots or self._ring_size(), NATIVE_DEPTH if self._stacks else 0
+                slots, native = self.ring_slots or self._ring_size(), self._stacks.depth if self._stacks else 0
                 self._timer = _native.start(
                     self.mode, self._interval_ns, self.max_depth, slots, self.timer_pref, native
                 )

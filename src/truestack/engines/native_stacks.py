@@ -127,6 +127,8 @@ def interleave(
 class NativeStacks:
     """A native engine's --native side: symbolize each drained sample's C frames and interleave them."""
 
+    depth = NATIVE_DEPTH  # C return addresses the handler keeps per sample
+
     def __init__(self, show_all: bool) -> None:
         self.show_all = show_all
         self.symbols = Symbolizer()
