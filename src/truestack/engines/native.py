@@ -241,11 +241,13 @@ class _NativeEngine(Engine):
             if self._running:
                 self._sync_threads()
             out = []
+            stacks = self._stacks
             for raw in _native.drain():
-                frames = self._resolve(raw.frames, self._stacks is not None)
-                kept = len(frames) - frames.count(None)  # Python frames (--native adds C frames below)
-                if self._stacks is not None:
-                    frames = self._stacks.stack(frames, raw)
+                frames = self._resolve(raw.frames, stacks is not None)
+                kept = len(frames)  # Python frames: what the true depth is compared with
+                if stacks is not None:  # --native: shims kept as None to place the C frames, then C frames added
+                    kept -= frames.count(None)
+                    frames = stacks.stack(frames, raw)
                 partial = raw.partial
                 if partial is not None:
                     self._partial[partial] = self._partial.get(partial, 0) + 1
