@@ -52,11 +52,15 @@ static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
     if (ts_load((uintptr_t)t->tstate + ts_tstate_ident_off, &fault) != t->ident || fault) return 0;
     ts_walk_result r;
     ts_walk(t->tstate, remote_frames, ts_max_frames, &r);
+    /* Stamped before the recheck: the frames are known to hold from the first
+     * clock read to the second, and the control thread may be preempted for
+     * milliseconds after it, while the thread runs on. */
+    int64_t now = ts_now_ns(CLOCK_MONOTONIC);
     if (ts_now_ns(ts_thread_cpu_clock(tid)) != cpu) {
         atomic_fetch_add(&ts_C.remote_discarded, 1); /* it ran meanwhile: its time goes to the next sample */
         return 1;
     }
-    ts_record_remote(t, tid, remote_frames, &r, cpu);
+    ts_record_remote(t, tid, remote_frames, &r, cpu, now);
     return 1;
 }
 

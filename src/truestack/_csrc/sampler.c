@@ -100,10 +100,11 @@ TS_SIGNAL_SAFE static void chain_prof(int sig, siginfo_t *si, void *uc) {
 typedef struct {
     int64_t weight, delta;
     int state, overrun;
+    int stale; /* wall: its time went to a remote walk since the signal was sent */
 } ts_account;
 
 TS_SIGNAL_SAFE static ts_account account(ts_thread *t, int64_t cpu, int overrun, int remote) {
-    ts_account a = {0, -1, TS_STATE_UNKNOWN, overrun};
+    ts_account a = {0, -1, TS_STATE_UNKNOWN, overrun, 0};
     int64_t interval = atomic_load_explicit(&ts_interval_ns, memory_order_relaxed);
     if (t) {
         int64_t last = atomic_exchange_explicit(&t->last_cpu_ns, cpu, memory_order_relaxed);
@@ -121,7 +122,14 @@ TS_SIGNAL_SAFE static ts_account account(ts_thread *t, int64_t cpu, int overrun,
     if (t) {
         uint64_t sent = atomic_load_explicit(&t->sent_ns, memory_order_relaxed);
         uint64_t seen = atomic_exchange_explicit(&t->seen_ns, sent, memory_order_relaxed);
-        if (sent > seen) a.weight = (int64_t)(sent - seen);
+        if (sent > seen)
+            a.weight = (int64_t)(sent - seen);
+        else if (!remote)
+            /* Sent while the thread ran, delivered only after it stopped
+             * running long enough for a remote walk to account its time:
+             * the signal stands for nothing left (a loaded machine defers
+             * delivery to a descheduled thread). */
+            a.stale = 1;
         if (a.weight > interval) a.overrun = (int)(a.weight / interval - 1);
     }
     if (remote)
@@ -171,6 +179,10 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, void *uc, int64_t cp
     int64_t now = ts_now_ns(CLOCK_MONOTONIC);
     int tid = (int)syscall(SYS_gettid);
     ts_account a = account(find_thread(tid), cpu, si->si_code == SI_TIMER ? si->si_overrun : 0, 0);
+    if (a.stale) {
+        atomic_fetch_add_explicit(&ts_C.stale, 1, memory_order_relaxed);
+        return;
+    }
     uint64_t pos;
     ts_slot *s = ts_ring_claim(&pos);
     if (!s) {
@@ -188,8 +200,7 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, void *uc, int64_t cp
 }
 
 TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *frames, const ts_walk_result *r,
-                                     int64_t cpu_ns) {
-    int64_t now = ts_now_ns(CLOCK_MONOTONIC);
+                                     int64_t cpu_ns, int64_t now_ns) {
     ts_account a = account(t, cpu_ns, 0, 1);
     uint64_t pos;
     ts_slot *s = ts_ring_claim(&pos);
@@ -198,7 +209,7 @@ TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *f
         return;
     }
     memcpy(s->frames, frames, sizeof(ts_rawframe) * (size_t)r->nframes);
-    fill(s, tid, &a, r, now);
+    fill(s, tid, &a, r, now_ns);
     if (ts_max_native) s->native_why = TS_NATIVE_NOT_RUNNING; /* its C stack is not ours to unwind */
     commit(s, pos, &a, r->partial);
     atomic_fetch_add_explicit(&ts_C.remote_samples, 1, memory_order_relaxed);

@@ -14,6 +14,7 @@ typedef struct {
     _Atomic uint64_t handler_ns;       /* time spent inside our SIGPROF handler */
     _Atomic uint64_t remote_samples;   /* wall: blocked threads walked by the control thread */
     _Atomic uint64_t remote_discarded; /* ... whose walk was dropped because the thread ran meanwhile */
+    _Atomic uint64_t stale;            /* wall: signals delivered after a remote walk took their time */
     _Atomic uint64_t rate_lowered;     /* times the CPU budget halved the rate */
     _Atomic uint64_t timer_fallbacks;  /* threads given a POSIX timer because no perf fd was left */
     _Atomic uint64_t collector_ns;     /* CPU time the Python collector spent resolving drains (reported) */

@@ -44,9 +44,10 @@ extern unsigned long ts_tstate_ident_off; /* offsetof(PyThreadState, thread_id) 
 TS_HIDDEN_BEGIN
 TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk);
 /* Records a sample of a blocked thread that the control thread walked
- * (frames/walk) while the thread's CPU clock stood at cpu_ns. */
+ * (frames/walk) while the thread's CPU clock stood at cpu_ns; now_ns is a
+ * CLOCK_MONOTONIC time at which the walked frames held. */
 TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *frames, const ts_walk_result *walk,
-                                     int64_t cpu_ns);
+                                     int64_t cpu_ns, int64_t now_ns);
 TS_HIDDEN_END
 
 static inline clockid_t ts_thread_cpu_clock(int tid) {

@@ -46,12 +46,12 @@ import functools
 import os
 import threading
 import time
-import types
 from typing import Any
 
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
+from .native_resolve import CodeResolver
 from .native_stats import core_counters, sampler_notes
 
 try:
@@ -63,7 +63,6 @@ else:
     _IMPORT_ERROR = ""
 
 _TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
-_CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 _SYNC_INTERVAL_S = 0.02
 _RING_SECONDS = 2.0  # samples the ring holds between drains, at the full rate
 _RING_MIN, _RING_MAX = 1024, 65536
@@ -74,12 +73,6 @@ _forked = False
 @functools.cache  # a few reasons: one interned root frame each
 def _partial_root(reason: str) -> Frame:
     return Frame(f"[partial stack: {reason}]", "", 0, 0, FrameKind.TRUNCATED.value)
-
-
-def _is_shim(code: types.CodeType) -> bool:
-    # 3.13 pushes a static `__init__` cleanup shim (owned by the thread, so
-    # the walker cannot tell it from a real frame); its filename gives it away.
-    return code.co_filename == "__init__" and code.co_name == "__init__"
 
 
 class _NativeEngine(Engine):
@@ -124,8 +117,7 @@ class _NativeEngine(Engine):
         self._running = False
         self._timer = ""
         self._names: dict[int, str] = {}
-        self._codes: dict[int, tuple[types.CodeType, dict[int, Frame | None]]] = {}
-        self._dead_frames: dict[tuple[Any, int], Frame] = {}
+        self._resolve = CodeResolver(_native.code_line)
         self._started_at = 0.0
         self._elapsed = 0.0
         self._base: dict[str, Any] = {}
@@ -277,44 +269,6 @@ class _NativeEngine(Engine):
     def charge_collector(self, cpu_ns: int) -> None:
         if not _forked:
             _native.charge_collector(cpu_ns)
-
-    def _resolve(self, flat: tuple[Any, ...], keep_shims: bool = False) -> tuple[Frame, ...]:
-        """Raw leaf-first (obj, n) pairs → interned Frames, root first (a shim as None if keep_shims)."""
-        frames: list[Any] = []
-        codes = self._codes
-        for i in range(len(flat) - 2, -1, -2):
-            obj, n = flat[i], flat[i + 1]
-            if type(obj) is tuple:  # the code died before this drain: resolved by the destroy hook
-                key = (obj, n)
-                frame = self._dead_frames.get(key)
-                if frame is None:
-                    if len(self._dead_frames) > _CACHE_LIMIT:
-                        self._dead_frames.clear()
-                    frame = self._dead_frames[key] = Frame(obj[0], obj[1], n, obj[2])
-                frames.append(frame)
-                continue
-            entry = codes.get(id(obj))
-            if entry is None or entry[0] is not obj:
-                if len(codes) > _CACHE_LIMIT:
-                    codes.clear()  # releases the pinned code objects
-                entry = codes[id(obj)] = (obj, {})
-            by_off = entry[1]
-            if n in by_off:
-                frame = by_off[n]
-            else:
-                frame = by_off[n] = (
-                    None
-                    if _is_shim(obj)
-                    else Frame(
-                        getattr(obj, "co_qualname", obj.co_name),
-                        obj.co_filename,
-                        max(_native.code_line(obj, n), 0),
-                        obj.co_firstlineno,
-                    )
-                )
-            if frame is not None or keep_shims:
-                frames.append(frame)
-        return tuple(frames)
 
     # -- stats ---------------------------------------------------------------
     def stats(self) -> SamplerStats:

@@ -26,6 +26,7 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "handler_reinstalls": "handler_reinstalls",
     "remote_samples": "remote_samples",
     "remote_discarded": "remote_discarded",
+    "stale_signals": "stale",  # wall: delivered after a remote walk had taken their time (dropped)
     "rate_lowered": "rate_lowered",
     "timer_fallbacks": "timer_fallbacks",
     "collector_ns": "collector_ns",
