@@ -126,8 +126,18 @@ def extension(name: str, sources: list[str], macros: list[tuple[str, str]] | Non
     )
 
 
+def agent() -> Extension:
+    """The library `attach` loads into a running process: never sanitized (the target is not), no
+    internal headers (it runs in any CPython 3.10-3.13)."""
+    flags = ["-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall"]
+    if os.environ.get("TRUESTACK_TEST_BUILD") == "1":
+        flags += ["-Wextra", "-Werror"]
+    return Extension("truestack._attach_agent", sources=[f"{CSRC}/attach_agent.c"], extra_compile_args=flags,
+                     libraries=["pthread"])
+
+
 setup(
-    ext_modules=[extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES),
+    ext_modules=[agent(), extension("truestack._native", NATIVE_SOURCES), extension("truestack._oracle", ORACLE_SOURCES),
                  extension("truestack._debughook", DEBUGHOOK_SOURCES),
                  extension("truestack._remote", REMOTE_SOURCES, [("TS_REMOTE_LOADS", "1")])],
     cmdclass={"build_ext": OptionalBuildExt},

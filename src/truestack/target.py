@@ -29,7 +29,7 @@ class Target:
     __slots__ = ("_module_file", "args", "compiled", "kind", "name")
 
     def __init__(self, kind: str, name: str, args: list[str] | None = None) -> None:
-        self.kind = kind  # "script" | "module"
+        self.kind = kind  # "script" | "module" | "process" (`attach`: never run, it names the outputs)
         self.name = name  # script path or module name
         self.args = list(args) if args is not None else []
         self.compiled: tuple[types.CodeType, bool] | None = None  # a script's code, once compiled
@@ -56,7 +56,7 @@ class Target:
     @property
     def stem(self) -> str:
         """A short name for output files: the module, or the script without `.py`."""
-        if self.kind == "module":
+        if self.kind != "script":  # a module, or the process `attach` names "pid<N>"
             return self.name
         base = os.path.basename(os.path.normpath(self.name))
         return base[:-3] if base.endswith(".py") else base

@@ -379,7 +379,7 @@ def test_unsupported_python_version(exe):
         assert out.returncode == 1
         version = re.search(r"python(\d\.\d+)$", exe).group(1)
         assert out.stderr == (f"truestack: error: unsupported Python version {version} in process {old.pid} "
-                              "(truestack dump supports CPython 3.10–3.13)\n"), out.stderr
+                              "(truestack supports CPython 3.10–3.13)\n"), out.stderr
     finally:
         old.kill()
         old.wait()

@@ -199,11 +199,10 @@ def test_output_writes_a_readable_profile_and_module_targets_run(tmp_path):
     assert report.returncode == 0 and "spin" in report.stdout
 
 
-def test_pid_is_refused_until_attach_exists():
-    result = run_truestack("top", "--pid", str(os.getpid()))
+def test_pid_with_a_program_is_refused():
+    result = run_truestack("top", "--pid", str(os.getpid()), "x.py")
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "attach" in result.stderr and "not available yet" in result.stderr
-    assert "Traceback" not in result.stderr
+    assert result.stderr == "truestack: error: give either --pid PID or a program to run, not both\n"
 
 
 @pytest.mark.parametrize("args,message", [

@@ -7,9 +7,26 @@ import contract checks it).
 from __future__ import annotations
 
 import argparse
+import os
 
+from .. import exporters
 from ..errors import UsageError
 from ..rates import parse_rate
+from ..recording.destination import (
+    check_format_dependencies,
+    check_output_path,
+    default_output_name,
+    resolve_format,
+)
+from ..recording.plan import Plan
+from ..settings import DEFAULT_MAX_DEPTH, ENGINE_CHOICES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..target import Target
+
+DEFAULT_RATE = "100"
+DEFAULT_TOP = 10
 
 
 def positive_float(text: str) -> float:
@@ -122,3 +139,81 @@ def split_target(module: list[str] | None, target: list[str]) -> tuple[str | Non
     if not rest:
         raise UsageError("no target: give a script path or -m MODULE")
     return rest[0], None, rest[1:]
+
+
+def add_recording_options(parser: argparse.ArgumentParser, output_help: str, duration_help: str) -> None:
+    """The options `record` and `attach` share: the output, how to sample, the summary."""
+    p = parser
+    p.add_argument("-o", "--output", help=output_help)
+    p.add_argument(
+        "-f",
+        "--format",
+        help=f"output format: {', '.join(exporters.FORMATS)} (default: from the output's extension, else flamegraph)",
+    )
+    p.add_argument("--mode", choices=("cpu", "wall"), default="cpu", help="cpu (default) or wall time")
+    p.add_argument("--rate", type=rate, default=DEFAULT_RATE, help="samples per second: 250, 1k, 10khz (default 100)")
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS", help=duration_help)
+    p.add_argument(
+        "--max-depth",
+        type=non_negative_int,
+        default=DEFAULT_MAX_DEPTH,
+        metavar="N",
+        help=f"deepest stack kept, frames nearest the leaf first (default {DEFAULT_MAX_DEPTH})",
+    )
+    p.add_argument("--function-level", action="store_true", help="merge lines: one node per function")
+    p.add_argument(
+        "--include-idle",
+        action="store_true",
+        help="wall mode: keep samples of sleeping/blocked threads (left out by default, like py-spy)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default="auto",
+        help="auto (native if available, else safepoint), native, or safepoint",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary; only errors")
+    p.add_argument(
+        "--summary-top",
+        type=non_negative_int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"rows of the method table in the summary (default {DEFAULT_TOP}; 0 for none)",
+    )
+    add_async_argument(p)
+    add_native_arguments(p)
+
+
+def checked_format(args: argparse.Namespace) -> str:
+    """The output format from `add_recording_options`' arguments, checked before anything runs."""
+    if args.output:
+        check_output_path(args.output)  # a directory or unwritable place first: that is the user's real mistake
+    fmt = resolve_format(args.format, args.output)
+    check_format_dependencies(fmt)
+    if args.max_depth < 1:
+        raise UsageError("--max-depth must be at least 1")
+    return fmt
+
+
+def recording_plan(args: argparse.Namespace, target: Target, fmt: str, subprocesses: bool = False) -> Plan:
+    """The Plan for `add_recording_options`' arguments; the output named after the target by default."""
+    output = args.output or default_output_name(target.stem, fmt)
+    check_output_path(output)
+    # Absolute: the program may chdir before the profile is written.
+    return Plan(
+        target,
+        fmt,
+        os.path.abspath(output),
+        args.mode,
+        args.rate,
+        args.engine,
+        args.max_depth,
+        args.duration,
+        args.function_level,
+        args.include_idle,
+        args.quiet,
+        args.summary_top,
+        subprocesses,
+        args.async_tasks,
+        args.native,
+    )

@@ -18,7 +18,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-u
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
-SUBCOMMANDS = ("record", "top", "report", "validate", "debug", "check", "dump")
+SUBCOMMANDS = ("record", "attach", "top", "report", "validate", "debug", "check", "dump")
 
 
 def _terminal_width() -> int:

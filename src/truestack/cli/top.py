@@ -5,8 +5,8 @@ curses table when stdin and stdout are a terminal, else (or with
 `--batch`) a plain-text snapshot every interval. The program is launched,
 sampled and stopped exactly as under `record` (same options, exit statuses
 and Ctrl-C); `--output` writes the whole profile at the end with record's
-format rules. `--pid` needs attach, which does not exist yet: a one-line
-error.
+format rules. `--pid PID` watches a running process instead, attached as
+`truestack attach` does (`q` or Ctrl-C detach; the process goes on).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="follow the Python processes the program starts (multiprocessing, subprocess) into the table",
     )
-    p.add_argument("--pid", type=int, metavar="PID", help="watch a running process (needs attach: not available yet)")
+    p.add_argument("--pid", type=int, metavar="PID", help="watch a running process (attached as by `truestack attach`)")
     add_native_arguments(p)
     add_module_argument(p, "run a module like python -m; everything after it goes to the module")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]", help=argparse.SUPPRESS)
@@ -82,13 +82,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
-    """Check everything the user gave, before the program runs."""
+    """Check everything the user gave, before the program runs (or the process is attached)."""
     if args.pid is not None:
-        raise UsageError(
-            "top --pid needs attaching to a running process, which is not available yet; "
-            "run the program under `truestack top script.py` instead"
-        )
-    script, module, target_args = split_target(args.module, args.target)
+        if args.target or args.module is not None:
+            raise UsageError("give either --pid PID or a program to run, not both")
+        if args.subprocesses:
+            raise UsageError("--subprocesses follows a program top starts; it does not apply to --pid")
+        target = Target("process", f"pid{args.pid}")
+    else:
+        script, module, target_args = split_target(args.module, args.target)
+        target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
     if args.format and not args.output:
         raise UsageError("--format needs --output")
     fmt = "truestack"
@@ -96,7 +99,6 @@ def make_plan(args: argparse.Namespace) -> Plan:
         check_output_path(args.output)
         fmt = resolve_format(args.format, args.output)
         check_format_dependencies(fmt)
-    target = resolve_target(script, None, target_args) if script else Target("module", module or "", target_args)
     return Plan(
         target,
         fmt,
@@ -124,9 +126,13 @@ def make_view(args: argparse.Namespace, target: Target) -> LiveView:
         if problem is not None and os.isatty(1):  # on a terminal the user expects the full screen: say why not
             sys.stderr.write(f"truestack: note: {problem}; printing snapshots instead\n")
         if problem is None:
-            command = [target.name] if target.kind == "script" else ["-m", target.name]
+            if target.kind == "process":
+                title = f"process {args.pid}"
+            else:
+                command = [target.name] if target.kind == "script" else ["-m", target.name]
+                title = shlex.join([*command, *target.args])
             try:
-                return ScreenView(args.interval, args.sort, args.include_idle, shlex.join([*command, *target.args]))
+                return ScreenView(args.interval, args.sort, args.include_idle, title)
             except OSError as exc:  # its temporary file for the program's output
                 raise UsageError(f"cannot start the full-screen view: {exc.strerror or exc}") from None
     return BatchView(args.interval, args.rows, args.sort, args.include_idle)
@@ -136,4 +142,8 @@ def run(args: argparse.Namespace) -> int:
     plan = make_plan(args)
     view = make_view(args, plan.target)
     sys.stdout.flush()
+    if args.pid is not None:
+        from ..recording.attach import run_attach  # only then: `top script.py` starts as fast as before
+
+        return run_attach(plan, args.pid, view)
     return run_recording(plan, view)

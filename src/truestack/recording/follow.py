@@ -37,8 +37,8 @@ from typing import NoReturn
 
 from ..own_files import is_own_file
 from ..samples import Frame
-from ..session import ProfileSession, StackFilter
-from .sink import StreamSink
+from ..session import StackFilter
+from .sink import socket_session
 from .stacks import make_frame_stripper
 from .wire import ENV_VAR, FollowConfig, encode_hello
 
@@ -48,20 +48,6 @@ _program_process = False  # the recorded program's own process (and its forks): 
 _current: _Followed | None = None
 _parent_streams: list[Callable[[], None]] = []  # what a forked child must forget: its parent's streams
 _hooks_installed = False
-
-
-class _SocketOut:
-    """The binary file a ProfileStreamWriter writes to: all of each record, or an OSError."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    def write(self, data: bytes) -> int:
-        self._sock.sendall(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
 
 
 class _Followed:
@@ -81,17 +67,7 @@ class _Followed:
             raise
 
     def _start(self, config: FollowConfig, command: list[str], stack_filter: StackFilter) -> None:
-        self.session = ProfileSession(
-            mode=config.mode,
-            rate=config.rate_hz,
-            engine=config.engine,
-            max_depth=config.max_depth,
-            native=config.native,
-            command=command[1:],
-            stack_filter=stack_filter,
-            async_tasks=config.async_tasks,
-        )
-        self._sink = StreamSink(_SocketOut(self._sock))  # type: ignore[arg-type]  # write/flush is all it uses
+        self.session, self._sink = socket_session(config, self._sock, command, stack_filter)
         self._done = False
         self.session.start()
         self._sink.started(self.session)

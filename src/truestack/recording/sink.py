@@ -7,18 +7,63 @@ own connection to the recorder's socket (`follow.py`).
 
 from __future__ import annotations
 
+import socket
 import time
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ..model import Profile
 from ..model.stream import ProfileStreamWriter
-from ..session import ProfileSession
+from ..session import ProfileSession, StackFilter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .children import ChildWatch
 
 STATS_INTERVAL_S = 0.25
+
+
+class SamplingConfig(Protocol):
+    """How a process that streams to a recorder over a socket samples (`wire.FollowConfig`, `attached.AttachConfig`)."""
+
+    mode: str
+    rate_hz: float
+    engine: str
+    max_depth: int
+    async_tasks: bool
+    native: str
+
+
+def socket_session(
+    config: SamplingConfig, sock: socket.socket, argv: list[str], stack_filter: StackFilter | None = None
+) -> tuple[ProfileSession, StreamSink]:
+    """A session sampling as `config` says, for the command line `argv`, and its sink streaming over `sock`."""
+    session = ProfileSession(
+        mode=config.mode,
+        rate=config.rate_hz,
+        engine=config.engine,
+        max_depth=config.max_depth,
+        command=argv[1:],
+        stack_filter=stack_filter,
+        async_tasks=config.async_tasks,
+        native=config.native,
+    )
+    return session, StreamSink(SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
+
+
+class SocketOut:
+    """The binary file a stream writer writes to over a connected socket: all of each record, or an
+    OSError. MSG_NOSIGNAL: a program that set SIGPIPE back to SIG_DFL must not die because the
+    recorder went away."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def write(self, data: bytes) -> int:
+        self._sock.sendall(data, socket.MSG_NOSIGNAL)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
 
 
 class StreamSink:

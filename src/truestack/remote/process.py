@@ -58,7 +58,7 @@ class VersionMismatch(RemoteError):
         super().__init__(f"the target runs Python {version[0]}.{version[1]}")
 
 
-def permission_message(pid: int) -> str:
+def permission_message(pid: int, command: str = "dump") -> str:
     try:
         with open("/proc/sys/kernel/yama/ptrace_scope") as fh:
             scope = fh.read().strip()
@@ -66,7 +66,7 @@ def permission_message(pid: int) -> str:
         scope = ""
     yama = f"kernel.yama.ptrace_scope is {scope}" if scope else "no kernel.yama.ptrace_scope on this kernel"
     return (
-        f"permission denied reading process {pid}: run as its user or root (`sudo truestack dump {pid}`); in a "
+        f"permission denied reading process {pid}: run as its user or root (`sudo truestack {command} {pid}`); in a "
         f"container add `--cap-add SYS_PTRACE`; {yama} (`sudo sysctl kernel.yama.ptrace_scope=0` lets a user "
         "read its own processes)"
     )
@@ -265,7 +265,7 @@ def locate(pid: int) -> Target:
         version = (int(m.group(1)), int(m.group(2))) if m else None
     if version is not None and version not in SUPPORTED:
         raise RemoteError(
-            f"unsupported Python version {version[0]}.{version[1]} in process {pid} (truestack dump supports "
+            f"unsupported Python version {version[0]}.{version[1]} in process {pid} (truestack supports "
             "CPython 3.10–3.13)"
         )
     if "_PyRuntime" not in symbols:

@@ -1,0 +1,201 @@
+"""Running a line of Python inside another process, for `truestack attach`.
+
+One class per route, each with `run(pid, code)`: the code runs once in the
+target, in a thread of its own that takes the GIL, and `run` returns once it is
+started (or raises InjectionError with a one-line message). `choose()` picks
+the first route this machine has:
+
+- `PyinjectorInjector`: `pyinjector` (ptrace makes a stopped thread dlopen a
+  library) loads truestack's agent (`_csrc/attach_agent.c`, the code patched
+  into a copy of it), whose constructor starts the thread. Preferred:
+  maintained, no debugger needed, ~0.1 s.
+- `GdbInjector`: `gdb -p PID -batch` calls `dlopen` on the same agent. A
+  fallback: gdb is slow to start.
+- `RemoteExecInjector`: Python 3.14's `sys.remote_exec` (PEP 768), when
+  both this interpreter and the target are 3.14+ (truestack's sampler does not
+  support 3.14 yet: the route is here so it slots in unchanged).
+
+Why not `hypno` (pyinjector's Python runner) or memray's gdb recipe: both call
+`PyGILState_Ensure` in the thread ptrace stopped, which deadlocks when that
+thread was inside the GIL's own locking (see attach_agent.c).
+
+`TRUESTACK_INJECTOR=pyinjector|gdb|remote_exec` forces one (tests use it).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Protocol
+
+from ..errors import TruestackError
+
+INJECTOR_ENV = "TRUESTACK_INJECTOR"
+_GDB_TIMEOUT_S = 60.0
+_AGENT_MARKER = b"\0--- truestack attach agent code ---"
+_AGENT_CODE_MAX = 16384  # TS_AGENT_CODE_MAX in attach_agent.c
+
+
+class InjectionError(TruestackError):
+    """The code could not be run in the target; the message is one line."""
+
+
+class Injector(Protocol):
+    name: str
+
+    def run(self, pid: int, code: str) -> None: ...
+
+
+def _stripped_hint(pid: int, detail: str) -> str:
+    return (
+        f"cannot inject into process {pid} ({detail}): its interpreter may be statically linked or stripped of "
+        "the symbols injection needs (dlopen, PyGILState_Ensure, PyRun_SimpleString)"
+    )
+
+
+def _agent_library() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = sorted(glob.glob(os.path.join(here, "_attach_agent*.so")))
+    if not found:
+        raise InjectionError("truestack's attach agent (_attach_agent*.so) was not built; reinstall truestack")
+    return found[0]
+
+
+def patched_agent(code: str, directory: str) -> str:
+    """A copy of the agent in `directory` (readable by the target) that runs `code`."""
+    with open(_agent_library(), "rb") as fh:
+        data = bytearray(fh.read())
+    at = data.find(_AGENT_MARKER)
+    payload = code.encode() + b"\0"
+    if at < 0:
+        raise InjectionError("truestack's attach agent is damaged (no code marker); reinstall truestack")
+    if len(payload) > _AGENT_CODE_MAX:
+        raise ValueError(f"injected code too long ({len(payload)} bytes)")
+    data[at : at + len(payload)] = payload
+    fd, path = tempfile.mkstemp(prefix="agent-", suffix=".so", dir=directory)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.chmod(path, 0o644)
+    return path
+
+
+class PyinjectorInjector:
+    name = "pyinjector"
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            importlib.import_module("pyinjector")
+        except Exception:  # not installed, or its compiled part does not load here
+            return False
+        return True
+
+    def run(self, pid: int, code: str) -> None:
+        pyinjector = importlib.import_module("pyinjector")
+        with tempfile.TemporaryDirectory(prefix="truestack-agent-") as directory:
+            os.chmod(directory, 0o755)  # the target may run as another user
+            try:
+                pyinjector.inject(pid, patched_agent(code, directory))  # kept loaded: its thread may still run
+            except Exception as exc:  # pyinjector's InjectorError and the OSErrors of its ptrace calls
+                raise _injector_error(pid, exc) from None
+
+
+def _injector_error(pid: int, exc: Exception) -> InjectionError:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if f"stopped by signal {int(signal.SIGPROF)}" in text:  # ptrace stops the target at each signal
+        return InjectionError(
+            f"cannot attach to process {pid}: it is already being sampled (it receives SIGPROF: a truestack "
+            "recording or another profiler runs in it)"
+        )
+    if "ermission" in text or "EPERM" in text or "not permitted" in text:
+        return InjectionError(f"ptrace of process {pid} refused ({text})")
+    return InjectionError(_stripped_hint(pid, f"{type(exc).__name__}: {text}"))
+
+
+class GdbInjector:
+    name = "gdb"
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("gdb") is not None
+
+    def run(self, pid: int, code: str) -> None:
+        with tempfile.TemporaryDirectory(prefix="truestack-agent-") as directory:
+            os.chmod(directory, 0o755)
+            agent = patched_agent(code, directory)
+            commands = [
+                "set confirm off",
+                "set pagination off",
+                "handle SIGPROF nostop noprint pass",  # a sampler (another profiler's) may be running in it
+                f'call (void *)dlopen("{agent}", 2)',  # RTLD_NOW
+                "detach",
+                "quit",
+            ]
+            try:
+                done = subprocess.run(
+                    ["gdb", "-nx", "-batch", "-p", str(pid), *(a for c in commands for a in ("-ex", c))],
+                    capture_output=True, text=True, timeout=_GDB_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                raise InjectionError(f"gdb did not finish injecting into process {pid} within 60 s") from None
+        out = done.stdout + done.stderr
+        if "ptrace: Operation not permitted" in out:
+            raise InjectionError(f"ptrace of process {pid} refused (gdb: Operation not permitted)")
+        result = next((line for line in out.splitlines() if line.startswith("$1 = ")), None)
+        if result is None or result.split("=", 1)[1].strip() in ("(void *) 0x0", "0x0"):
+            last = next((line for line in reversed(out.splitlines()) if line.strip()), "no output")
+            raise InjectionError(_stripped_hint(pid, f"gdb: {last.strip()}"))
+
+
+class RemoteExecInjector:
+    name = "remote_exec"
+
+    @staticmethod
+    def available() -> bool:
+        return hasattr(sys, "remote_exec")
+
+    def run(self, pid: int, code: str) -> None:
+        # PEP 768: the target runs the file at its next eval-breaker check; it must outlive that.
+        fd, path = tempfile.mkstemp(suffix=".py", prefix="truestack-attach-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(code + "\n")
+        os.chmod(path, 0o644)
+        try:
+            sys.remote_exec(pid, path)  # type: ignore[attr-defined,unused-ignore]
+        except (OSError, RuntimeError) as exc:
+            os.unlink(path)
+            raise InjectionError(f"sys.remote_exec into process {pid} failed: {exc}") from None
+
+
+ROUTES: dict[str, type[PyinjectorInjector] | type[GdbInjector] | type[RemoteExecInjector]] = {
+    "pyinjector": PyinjectorInjector,
+    "gdb": GdbInjector,
+    "remote_exec": RemoteExecInjector,
+}
+
+
+def choose(target_version: tuple[int, int]) -> Injector:
+    """The route to use, or InjectionError naming what to install."""
+    forced = os.environ.get(INJECTOR_ENV)
+    if forced:
+        route = ROUTES.get(forced)
+        if route is None:
+            raise InjectionError(f"{INJECTOR_ENV}={forced!r}: choose one of {', '.join(ROUTES)}")
+        if not route.available():
+            raise InjectionError(f"{INJECTOR_ENV}={forced}: that route is not available on this machine")
+        return route()
+    if target_version >= (3, 14) and RemoteExecInjector.available():
+        return RemoteExecInjector()
+    for route in (PyinjectorInjector, GdbInjector):
+        if route.available():
+            return route()
+    raise InjectionError(
+        "attaching needs an injector: `pip install 'truestack[attach]'` (pyinjector), or install gdb "
+        "(`apt-get install gdb`)"
+    )
