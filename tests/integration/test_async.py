@@ -114,6 +114,33 @@ asyncio.run(main())
 '''
 
 
+# One task at a time, each living a few drains (50 ms apart) and ending soon after an await: the
+# awaiting time after its last drain is a large part of its whole. Each times its own awaits.
+ENDS_AFTER_AWAIT = '''
+import asyncio, json, sys, time
+''' + SPIN + '''
+
+async def worker(i, out):
+    wait = 0.0
+    for ms in (70, 40, 25):
+        t0 = time.perf_counter()
+        await asyncio.sleep(ms / 1000)
+        wait += time.perf_counter() - t0
+        end = time.perf_counter() + 0.004
+        while time.perf_counter() < end:  # a final step long enough to be sampled at 1 kHz
+            spin(200)
+    out["w%d" % i] = wait
+
+async def main():
+    out = {}
+    for i in range(15):
+        await asyncio.create_task(worker(i, out), name="w%d" % i)
+    with open(sys.argv[1], "w") as fh:
+        json.dump(out, fh)
+
+asyncio.run(main())
+'''
+
 def record(tmp_path, source: str, *args: str, output: str = "out.tsp") -> subprocess.CompletedProcess[str]:
     (tmp_path / "prog.py").write_text(source)
     proc = subprocess.run(
@@ -159,6 +186,16 @@ def test_wall_mode_running_and_awaiting_shares_match_what_each_task_measured(tmp
             assert abs(want - got) <= 3, (n, mine, want, got, proc.stderr)
     assert "task" in proc.stderr and "awaiting on" in proc.stderr  # the summary's per-task table
 
+
+def test_awaiting_after_a_tasks_last_drain_is_counted(tmp_path):
+    # Before the tasks seen done were given their awaiting time since the last drain, ~25 ms of
+    # each ~138 ms of awaiting went missing (measured: 0.85 of the truth).
+    proc = record(tmp_path, ENDS_AFTER_AWAIT, "--async", "--mode", "wall")
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    tasks = per_task(load(str(tmp_path / "out.tsp")))
+    want = sum(truth.values())
+    got = sum(tasks[name]["awaiting"] for name in truth) / 1e9
+    assert abs(got / want - 1) <= 0.08, (got, want, proc.stderr)
 
 def test_task_blocked_on_queue_get_is_awaiting_at_queue_get(tmp_path):
     record(tmp_path, QUEUE, "--async", "--mode", "wall")

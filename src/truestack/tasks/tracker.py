@@ -14,7 +14,9 @@ parent waits for it (an awaited Task, `gather`, a `TaskGroup`).
 - awaiting (wall mode): at each drain every pending task gets one sample
   with its await chain as the stack, weighing the wall time since the
   previous drain (or its creation) minus what its running samples of that
-  interval already weigh, so running + awaiting is the task's lifetime.
+  interval already weigh, so running + awaiting is the task's lifetime;
+  a task seen done gets the same from the previous drain up to its latest
+  running sample (it ended in a running step, within one interval of it).
 
 A task is kept one drain after it is seen done, so samples of a task that
 finished between two drains still find it, and its coroutine's address
@@ -53,6 +55,7 @@ class _Task:
         "coro",
         "done",
         "last_ns",
+        "last_run_ns",
         "name",
         "owed_ns",
         "parent",
@@ -69,6 +72,7 @@ class _Task:
         self.coro = coro
         self.last_ns = created_ns  # its time is accounted for up to here
         self.ran_ns = 0  # running weight since the last drain
+        self.last_run_ns = 0  # time of its latest running sample
         self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain not walked since)
         self.walked_ns = 0  # when its await chain was last walked (0: never)
         self.done = False
@@ -171,6 +175,8 @@ class TaskTracker:
                 out.append(sample)
                 continue
             info.ran_ns += sample.weight_ns
+            if sample.time_ns > info.last_run_ns:
+                info.last_run_ns = sample.time_ns
             frames = prefix(info)  # labels it
             sample.thread_id, sample.thread_name = info.tid, info.name
             # Holding the loop is running from the task's side, even blocked in a sync call
@@ -180,6 +186,7 @@ class TaskTracker:
             out.append(sample)
         if self.wall:
             out.extend(self._awaiting(pending, prefix, now))
+            out.extend(self._last_awaits(prefix))
         for info in pending:
             info.ran_ns = 0
         # Seen done at the previous drain: every sample of it has been drained since.
@@ -255,17 +262,37 @@ class TaskTracker:
             info.last_ns = now
             if info.walked_ns != self._drain_ns or info.owed_ns == 0 or not info.chain:
                 continue
-            weight, info.owed_ns = info.owed_ns, 0
-            frames = prefix(info) + info.chain  # labels it
-            out.append(
-                Sample(
-                    thread_id=info.tid,
-                    thread_name=info.name,
-                    time_ns=now,
-                    weight_ns=weight,
-                    frames=frames,
-                    state=STATE_AWAITING,
-                    depth=len(info.chain),
-                )
-            )
+            out.append(self._awaiting_sample(info, prefix, now))
         return out
+
+    def _last_awaits(self, prefix: _Prefixes) -> list[Sample]:
+        """The tasks seen done at this drain: their awaiting time after the previous drain.
+
+        A task ends in a running step, so its latest running sample is within one sampling
+        interval of its end: its time from the previous drain up to that sample, less what it
+        ran, was spent awaiting what its chain last showed. (A task whose final step was too
+        short to be sampled keeps only the awaiting time up to its previous running sample.)"""
+        out = []
+        for key in self._done:
+            info = self._by_coro[key]
+            if info.last_run_ns <= info.last_ns or not info.chain:
+                continue
+            info.owed_ns = max(info.owed_ns + info.last_run_ns - info.last_ns - info.ran_ns, 0)
+            info.last_ns = info.last_run_ns
+            if info.owed_ns:
+                out.append(self._awaiting_sample(info, prefix, info.last_run_ns))
+        return out
+
+    @staticmethod
+    def _awaiting_sample(info: _Task, prefix: _Prefixes, at_ns: int) -> Sample:
+        weight, info.owed_ns = info.owed_ns, 0
+        frames = prefix(info) + info.chain  # labels it: before its thread id is read
+        return Sample(
+            thread_id=info.tid,
+            thread_name=info.name,
+            time_ns=at_ns,
+            weight_ns=weight,
+            frames=frames,
+            state=STATE_AWAITING,
+            depth=len(info.chain),
+        )
