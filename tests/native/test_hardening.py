@@ -402,3 +402,22 @@ def test_the_thread_list_is_read_under_its_own_lock_while_subinterpreters_churn(
         report(reads=reads, rounds=rounds[0])
     """)
     assert out["rounds"] >= 10 and out["reads"] >= 1000, out
+
+
+def test_starting_and_stopping_at_the_maximum_rate_never_spins_forever():
+    # The thread that arms and disarms the timers takes their signals too. At 100 kHz one
+    # perf_event signal's delivery costs more CPU than the interval holds, so that thread made no
+    # progress, and before the control thread ran (start) or after it stopped (stop) nothing
+    # lowered the rate: one of the first ~200 rounds hung at 100 % CPU (3.11 and 3.13, twice each).
+    out = run("""
+        started = time.monotonic()
+        samples = 0
+        for _ in range(200):
+            engine = NativeCpuEngine("cpu", 100_000, 64)
+            engine.start()
+            spin(0.01)
+            engine.stop()
+            samples += len(engine.drain())
+        report(samples=samples, seconds=time.monotonic() - started)
+    """, timeout=150)
+    assert out["samples"] > 200, out  # it sampled, round after round

@@ -414,6 +414,20 @@ static void atfork_child(void) {
 int ts_sampler_active(void) { return atomic_load(&ts_active); }
 int ts_sampler_timer(void) { return ts_timer_kind; }
 
+/* The thread that arms or disarms the timers must not take their signals meanwhile: at a rate
+ * whose delivery costs more CPU than the interval holds (100 kHz on a VM where one perf_event
+ * signal costs ~28 us), a thread taking them makes no progress, and before the control thread
+ * runs (start) or after it has stopped (stop) nothing lowers the rate: it spun forever. */
+static sigset_t block_sigprof(void) {
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    return old;
+}
+
+static void restore_sigmask(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
 int ts_sampler_start(int mode, int64_t interval_ns, int frames, int native, uint64_t ring_slots, int timer_pref) {
     static int atfork_done;
     if (atomic_load(&ts_active)) return -EBUSY;
@@ -445,6 +459,7 @@ int ts_sampler_start(int mode, int64_t interval_ns, int frames, int native, uint
     } else {
         ts_timer_kind = TS_TIMER_THREAD;
     }
+    sigset_t mask = block_sigprof(); /* after calibrate_delivery(), which needs its signals */
     pthread_mutex_lock(&ts_reg_lock);
     atomic_store(&ts_active, 1);
     int n = atomic_load(&ts_threads_hwm);
@@ -467,14 +482,13 @@ int ts_sampler_start(int mode, int64_t interval_ns, int frames, int native, uint
     }
     pthread_mutex_unlock(&ts_reg_lock);
     rc = ts_control_start();
-    if (rc) {
-        ts_sampler_stop();
-        return rc;
-    }
-    return 0;
+    if (rc) ts_sampler_stop();
+    restore_sigmask(&mask); /* the control thread runs: it lowers a rate this thread cannot bear */
+    return rc;
 }
 
 int ts_sampler_stop(void) {
+    sigset_t mask = block_sigprof();
     atomic_store(&ts_active, 0);
     ts_control_stop();
     pthread_mutex_lock(&ts_reg_lock);
@@ -482,5 +496,6 @@ int ts_sampler_stop(void) {
     for (int i = 0; i < n; i++) ts_disarm(&ts_threads[i]);
     pthread_mutex_unlock(&ts_reg_lock);
     quiesce();
+    restore_sigmask(&mask); /* a signal left pending is delivered now and counted late */
     return 0;
 }
