@@ -1,6 +1,7 @@
-/* The agent `truestack attach` loads into a running Python process (`remote/inject.py`: dlopen by
- * pyinjector's ptrace, or by gdb). Its constructor runs in whichever thread the injector stopped, at
- * whatever instruction that thread was at: it only starts a detached thread and returns. That thread,
+/* The agent `truestack attach` loads into a running Python process (`remote/inject.py`: dlopen called
+ * by gdb in a thread stopped at a safe point, `remote/gdb_safepoint.py`; or by pyinjector's ptrace
+ * wherever the thread was, when forced). Its constructor runs in that thread: it only starts a
+ * detached thread and returns. That thread,
  * a fresh one holding no lock of the program's, takes the GIL the ordinary way (PyGILState_Ensure)
  * and runs the line of Python the attacher patched into ts_agent_code. Calling into the interpreter
  * from the stopped thread itself (as `hypno` 1.1 and gdb's `call PyGILState_Ensure()` do) deadlocks
