@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -483,6 +484,16 @@ while not os.path.exists(os.path.join(here, "stop")):
 """
 
 
+def _readline_within(stream, seconds: float) -> str:
+    """A line of the target's output, failing (not hanging the suite) when none comes in time."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert lines, f"the target printed nothing within {seconds:g} s"
+    return lines[0]
+
+
 @needs_ptrace
 def test_a_fork_of_the_attached_process_leaves_its_stream_alone(target, tmp_path):
     t = target(source=FORKS)
@@ -490,7 +501,7 @@ def test_a_fork_of_the_attached_process_leaves_its_stream_alone(target, tmp_path
         [sys.executable, "-m", "truestack", "attach", "--duration", "2", "-o", "run.tsp", str(t.pid)],
         cwd=tmp_path, env=truestack_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert t.proc.stdout.readline() == "child 7\n"  # forked while sampled
+    assert _readline_within(t.proc.stdout, 60) == "child 7\n"  # forked while sampled
     _, err = attacher.communicate(timeout=60)
     assert attacher.returncode == 0, err
     profile = _load(tmp_path / "run.tsp")

@@ -1,21 +1,33 @@
 /* The agent `truestack attach` loads into a running Python process (`remote/inject.py`: dlopen called
  * by gdb in a thread stopped at a safe point, `remote/gdb_safepoint.py`; or by pyinjector's ptrace
  * wherever the thread was, when forced). Its constructor runs in that thread: it only starts a
- * detached thread and returns. That thread,
- * a fresh one holding no lock of the program's, takes the GIL the ordinary way (PyGILState_Ensure)
- * and runs the line of Python the attacher patched into ts_agent_code. Calling into the interpreter
- * from the stopped thread itself (as `hypno` 1.1 and gdb's `call PyGILState_Ensure()` do) deadlocks
- * when that thread was stopped inside the GIL's own locking: 2 of our first ~15 attaches (hypno) to a
- * program switching the GIL between two threads hung it for good.
+ * detached thread and returns. Calling into the interpreter from the stopped thread itself (as
+ * `hypno` 1.1 and gdb's `call PyGILState_Ensure()` do) deadlocks when that thread was stopped inside
+ * the GIL's own locking: 2 of our first ~15 attaches (hypno) to a program switching the GIL between
+ * two threads hung it for good.
  *
- * Built once, loaded into any CPython 3.10-3.13 (it calls three functions every one of them exports
- * with the same signature: PyGILState_Ensure, PyGILState_Release, PyRun_SimpleStringFlags); never imported: the
- * library stays mapped and inert once its thread has run (the attacher does not unload it, as the
- * thread may still be returning through its code). */
+ * The fresh thread, holding no lock of the program's, has the line of Python the attacher patched
+ * into ts_agent_code run once:
+ * - first by the main thread, as a pending call (Py_AddPendingCall): a busy program's main thread runs
+ *   it at its next eval-breaker check. Waiting for the GIL instead can take seconds: a holder that
+ *   releases it often (a loop with a short system call, `os.path.exists`) wakes the waiter each time
+ *   and takes it back first, so the waiter never times out and never asks for it; 1 attach in 4 to
+ *   such a loop gave up after 10 s;
+ * - else, when the main thread has not run it within MAIN_THREAD_WAIT_MS (it is blocked in C, so the
+ *   GIL is free or held by another thread), by this thread, taking the GIL the ordinary way.
+ * Whichever comes first runs it; the other finds it claimed.
+ *
+ * Built once, loaded into any CPython 3.10-3.13 (it calls four functions every one of them exports
+ * with the same signature: Py_AddPendingCall, PyGILState_Ensure, PyGILState_Release,
+ * PyRun_SimpleStringFlags); never imported: the library stays mapped and inert once its code has run
+ * (the attacher does not unload it: its thread may still be returning through its code, and a
+ * pending call not yet run still points into it). */
 #include <Python.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #define TS_AGENT_CODE_MAX 16384
 
@@ -25,10 +37,32 @@ volatile char ts_agent_code[TS_AGENT_CODE_MAX + 1] = "\0--- truestack attach age
 PyMODINIT_FUNC PyInit__attach_agent(void);
 PyMODINIT_FUNC PyInit__attach_agent(void) { return NULL; } /* not a module: importing it fails */
 
+#define MAIN_THREAD_WAIT_MS 200
+
+static atomic_int code_claimed; /* 1 once a thread holding the GIL has taken the code to run */
+
+static void run_code_once(void) { /* the GIL held */
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&code_claimed, &expected, 1))
+        PyRun_SimpleStringFlags((const char *)ts_agent_code, NULL);
+}
+
+static int run_in_main_thread(void *unused) {
+    (void)unused;
+    run_code_once();
+    return 0; /* never an error: the program's own code runs on */
+}
+
 static void *run_code(void *unused) {
     (void)unused;
+    if (Py_AddPendingCall(run_in_main_thread, NULL) == 0) {
+        const struct timespec one_ms = {0, 1000000};
+        for (int waited = 0; waited < MAIN_THREAD_WAIT_MS && !atomic_load(&code_claimed); waited++)
+            nanosleep(&one_ms, NULL);
+        if (atomic_load(&code_claimed)) return NULL;
+    }
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyRun_SimpleStringFlags((const char *)ts_agent_code, NULL);
+    run_code_once();
     PyGILState_Release(gil);
     return NULL;
 }

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 _CONNECT_TIMEOUT_S = 10.0  # injection returned: the target's thread connects within this
 _STOP_GRACE_S = 2.0
+_THREAD_END_S = 10.0
 _POLL_S = 0.05
 _MAX_HELLO = 1 << 16
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -162,8 +163,9 @@ def _attach(
         injector.run(pid, injected_line(path, config))
         conn = _accept(listener, pid)
     with conn:
-        command, first = _read_hello(conn, pid)
+        command, server_tid, first = _read_hello(conn, pid)
         profile = _Session(plan, pid, conn, live, asked).run(first)
+    _wait_for_thread_end(pid, server_tid)
     if not profile.meta.command:
         profile.meta.command = command
     return 1 if write_outputs(plan, profile) else 0
@@ -196,8 +198,18 @@ def _accept(listener: socket.socket, pid: int) -> socket.socket:
             )
 
 
-def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], bytes]:
-    """The target's command line and the stream bytes that came with its hello; AttachError if it said no."""
+def _wait_for_thread_end(pid: int, tid: int) -> None:
+    """Return once the target's thread serving us has ended (at most _THREAD_END_S): when `attach`
+    returns, nothing of truestack runs in the target. It ends soon after the stream, once it has the
+    GIL back, which a program releasing it often can keep from it for a while."""
+    deadline = time.monotonic() + _THREAD_END_S
+    while tid and os.path.exists(f"/proc/{pid}/task/{tid}") and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], int, bytes]:
+    """The target's command line, the id of its thread serving us, and the stream bytes that came
+    with its hello; AttachError if it said no."""
     import json
 
     buffer = b""
@@ -218,7 +230,7 @@ def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], bytes]:
     hello = json.loads(line[len(HELLO_MAGIC) :])
     if "error" in hello:
         raise AttachError(f"cannot attach to process {pid}: {hello['error']}")
-    return [str(word) for word in hello.get("command", [])], rest
+    return [str(word) for word in hello.get("command", [])], int(hello.get("server_tid", 0)), rest
 
 
 class _Session:

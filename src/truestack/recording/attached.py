@@ -2,24 +2,26 @@
 
 The attacher injects one line (`remote/inject.py`) that puts truestack on
 `sys.path` just long enough to import this module, then calls `start` with
-the config. `start` only starts a thread, `truestack-attach` (never sampled,
-like every `truestack-*` thread), as the injector's thread may be anywhere in
-the program. That thread:
+the config, normally in the main thread (the agent's pending call: see
+`_csrc/attach_agent.c` for why). `start`:
 
-1. connects to the attacher's socket and sends one hello line: the pid and
-   command line, or the reason it will not sample (a truestack session
-   already runs here);
-2. starts a session (the native sampler, as `record` gives the program) and
-   streams its profile over the connection (`sink.StreamSink`, the format the
-   supervisor reads);
-3. waits for the attacher to say stop or to go away (a read that returns:
-   the attacher killed is seen at once), or for the process to exit (atexit:
-   the profile covers the run up to its exit);
-4. stops the session and ends the stream. The sampler is then stopped the way
-   `record` leaves it at exit: no timer armed, its control thread joined, no
-   `truestack-*` thread left, and `threading.Thread` unwrapped. The SIGPROF
-   and SIGSEGV handlers stay installed but inert (they chain to whatever was
-   there before), as does the code-object hook: a later attach reuses them.
+1. connects to the attacher's socket;
+2. starts a session (the native sampler, as `record` gives the program);
+3. starts the thread `truestack-attach` (never sampled, like every
+   `truestack-*` thread) and sends one hello line: the pid, the command line
+   and that thread's id, or the reason it will not sample (a truestack session
+   already runs here); then streams the profile over the connection
+   (`sink.StreamSink`, the format the supervisor reads).
+
+`truestack-attach` waits for the attacher to say stop or to go away (a read
+that returns: the attacher killed is seen at once); the process may exit first
+(atexit: the profile covers the run up to its exit). Then it stops the session
+and ends the stream, and the thread ends; the attacher waits for that before
+it returns. The sampler is then stopped the way `record` leaves it at exit: no
+timer armed, its control thread joined, no `truestack-*` thread left, and
+`threading.Thread` unwrapped. The SIGPROF and SIGSEGV handlers stay installed
+but inert (they chain to whatever was there before), as does the code-object
+hook: a later attach reuses them.
 
 Nothing here writes to the program's stdout or stderr, touches its signal
 handlers (Python's), or changes how it exits.
@@ -31,12 +33,16 @@ import atexit
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 
+from ..own_files import is_own_file
 from ..records import Record
+from ..samples import Frame
 from ..session import active_sessions
 from .sink import socket_session
 
@@ -91,23 +97,31 @@ class AttachConfig(Record):
         )
 
 
+def _without_own_work(frames: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
+    """Samples of truestack's own work in the program's threads (`start` and the exit's finish run
+    in the main thread, on top of the program's frames) are not the program's: left out."""
+    return None if any(is_own_file(frame.file) for frame in frames) else frames
+
+
 def encode_hello(fields: dict[str, object]) -> bytes:
     return HELLO_MAGIC + json.dumps(fields, separators=(",", ":")).encode() + b"\n"
 
 
 class _Attached:
     def __init__(self, config: AttachConfig, sock: socket.socket) -> None:
-        self.session, self._sink = socket_session(config, sock, list(sys.orig_argv))
+        self.session, self._sink = socket_session(config, sock, list(sys.orig_argv), _without_own_work)
         self.session.profile.meta.include_idle = config.include_idle
-        self._sock = sock
+        self.sock = sock
         self._done = False
         self._finish_lock = threading.Lock()
         self.session.start()
 
-    def stream(self, sock: socket.socket) -> None:
-        """Say yes to the attacher, then send the profile as it grows."""
+    def stream(self, server_tid: int) -> None:
+        """Say yes to the attacher, then send the profile as it grows. `server_tid`: the thread that
+        waits for the attacher's stop (the attacher waits for it to end before it returns)."""
+        hello = {"pid": os.getpid(), "command": self.session.profile.meta.command, "server_tid": server_tid}
         try:
-            sock.sendall(encode_hello({"pid": os.getpid(), "command": self.session.profile.meta.command}))
+            self.sock.sendall(encode_hello(hello))
             self._sink.started(self.session)
         except BaseException:
             self.finish()
@@ -130,7 +144,7 @@ class _Attached:
         self._done = True
         self._sink.forget()
         with contextlib.suppress(OSError):
-            self._sock.close()
+            self.sock.close()
 
 
 def _busy() -> str | None:
@@ -145,42 +159,85 @@ def _busy() -> str | None:
 
 
 def start(config_text: str) -> None:
-    """Called by the injected line, with the GIL, in whatever thread the injector used: returns at once."""
+    """Called by the injected line, with the GIL: by the main thread at an eval-breaker check (the
+    agent's pending call), or by the agent's own thread when the main thread is blocked in C.
+
+    In the main thread everything up to the hello happens here, before returning: a busy program's
+    main thread holds the GIL, and a thread of ours would wait for it at every release of it (each
+    import's file reads, each socket call), seconds in all when the program releases it often. Only
+    the wait for the attacher's stop is left to `truestack-attach`."""
     config = AttachConfig.decode(config_text)
-    threading.Thread(target=_serve, args=(config,), name=THREAD_NAME, daemon=True).start()
+    if threading.get_ident() != threading.main_thread().ident:
+        threading.Thread(target=_open_and_serve, args=(config,), name=THREAD_NAME, daemon=True).start()
+        return
+    # The threads started here (the collector, truestack-attach) take none of the program's signals.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        _open(config, _start_serving)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _serve(config: AttachConfig) -> None:
+def _start_serving(attached: _Attached) -> int:
+    thread = threading.Thread(target=_serve, args=(attached,), name=THREAD_NAME, daemon=True)
+    thread.start()
+    return thread.native_id or 0
+
+
+def _open_and_serve(config: AttachConfig) -> None:
+    attached = _open(config, lambda _: threading.get_native_id())
+    if attached is not None:
+        _serve(attached)
+
+
+def _open(config: AttachConfig, start_serving: Callable[[_Attached], int]) -> _Attached | None:
+    """Connect, start sampling and say hello, naming the thread that serves the attacher (started by
+    `start_serving`, which returns its native id); None when the attacher is gone or was told no."""
     global _current
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with sock:
-        try:
-            sock.connect(config.socket_path)
-        except OSError:
-            return  # the attacher is gone already
+    try:
+        sock.connect(config.socket_path)
+    except OSError:
+        sock.close()
+        return None  # the attacher is gone already
+    with _lock:
+        problem = _busy()
+        if problem is None:
+            try:
+                _current = _Attached(config, sock)
+            except Exception as exc:  # no engine, or it cannot start: the attacher says why
+                problem = f"sampling cannot start: {exc}"
+    if problem is not None:
+        with contextlib.suppress(OSError):
+            sock.sendall(encode_hello({"pid": os.getpid(), "error": problem}))
+        sock.close()
+        return None
+    attached = _current
+    assert attached is not None
+    atexit.register(_finish_at_exit)
+    try:
+        attached.stream(start_serving(attached))
+    except OSError:  # the attacher went away: stop again at once
+        _end(attached)
+        return None
+    return attached
+
+
+def _serve(attached: _Attached) -> None:
+    _wait_for_stop(attached.sock)
+    _end(attached)
+
+
+def _end(attached: _Attached) -> None:
+    global _current
+    try:
+        attached.finish()
+    finally:
+        atexit.unregister(_finish_at_exit)
         with _lock:
-            problem = _busy()
-            if problem is None:
-                try:
-                    _current = _Attached(config, sock)
-                except Exception as exc:  # no engine, or it cannot start: the attacher says why
-                    problem = f"sampling cannot start: {exc}"
-        if problem is not None:
-            with contextlib.suppress(OSError):
-                sock.sendall(encode_hello({"pid": os.getpid(), "error": problem}))
-            return
-        attached = _current
-        assert attached is not None
-        atexit.register(_finish_at_exit)
-        try:
-            with contextlib.suppress(OSError):  # the attacher went away: stop again at once
-                attached.stream(sock)
-                _wait_for_stop(sock)
-            attached.finish()
-        finally:
-            atexit.unregister(_finish_at_exit)
-            with _lock:
+            if _current is attached:
                 _current = None
+        attached.sock.close()
 
 
 def _wait_for_stop(sock: socket.socket) -> None:
