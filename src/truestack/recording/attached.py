@@ -40,7 +40,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..own_files import is_own_file
 from ..records import Record
 from ..samples import Frame
 from ..session import active_sessions
@@ -98,9 +97,13 @@ class AttachConfig(Record):
 
 
 def _without_own_work(frames: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
-    """Samples of truestack's own work in the program's threads (`start` and the exit's finish run
-    in the main thread, on top of the program's frames) are not the program's: left out."""
-    return None if any(is_own_file(frame.file) for frame in frames) else frames
+    """Samples taken while `start` or the exit's finish ran in the program's main thread, on top of
+    its frames, are truestack's attaching, not the program's: left out. (truestack's hooks the
+    program calls, such as `--async`'s task hook, stay in, as in `record`.)"""
+    return None if any(frame.file == _THIS_FILE for frame in frames) else frames
+
+
+_THIS_FILE = _without_own_work.__code__.co_filename  # as the sampler names this module's frames
 
 
 def encode_hello(fields: dict[str, object]) -> bytes:
