@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from .live import LiveView
 
 _CONNECT_TIMEOUT_S = 10.0  # injection returned: the target's thread connects within this
-_STOP_GRACE_S = 2.0
+# After the stop, the profile's end must come within this. It can take seconds: the target's thread
+# that ends it waits for the GIL, which a program releasing it often can keep from it (see the agent).
+_STOP_GRACE_S = 10.0
 _THREAD_END_S = 10.0
 _POLL_S = 0.05
 _MAX_HELLO = 1 << 16
