@@ -49,7 +49,9 @@ def main() -> None:
     after = thread_cpu_ns()
     parent_ns = sum(thread_cpu_ns(parent).values()) - parent_before
     by_tid = {tid: ns - before.get(tid, 0) for tid, ns in after.items()}
-    main_tid = threading.main_thread().native_id
+    # This thread's own id: under `record` the program's process is forked, and threading's record of
+    # the main thread's native id can still name the process it was forked from.
+    main_tid = threading.get_native_id()
     collector = {t.native_id for t in threading.enumerate() if t.name.startswith("truestack-")}
     result = {"main_ns": by_tid.pop(main_tid, 0),
               "collector_ns": sum(by_tid.pop(t, 0) for t in collector if t is not None),

@@ -42,7 +42,8 @@ class RawSample(tuple[Any, ...]):
     def partial(self) -> str | None: ...
     @property
     def frames(self) -> tuple[Any, ...]:
-        """Flat, leaf first: (code, byte offset, ...) or ((qualname, file, firstlineno), line, ...)."""
+        """Flat, leaf first: (code, byte offset, ...) or ((qualname, file, firstlineno), line, ...); drained
+        with the resolvers (and no --native data): the resolved stack."""
     @property
     def coro(self) -> int:
         """id() of the outermost coroutine on the stack (the task being stepped), or 0."""
@@ -63,7 +64,22 @@ def start(
     addresses kept per sample (--native; 0 = none)."""
 
 def stop() -> None: ...
-def drain() -> list[RawSample]: ...
+def drain(
+    resolve_frame: Callable[[Any, int], Any] | None = None,
+    finish: Callable[[tuple[Any, ...], str | None, int], tuple[Any, ...]] | None = None,
+    /,
+) -> list[RawSample]:
+    """Every pending sample, oldest first. With the resolvers (and no --native data) a sample's frames are
+    finish(frames, partial, depth), frames root first from resolve_frame(code, offset) or, for a code that died
+    before the drain, resolve_frame((qualname, file, firstlineno), line), None left out. Both are made once per
+    distinct frame and stack (the cache pins the code objects); later samples get the same objects."""
+
+def stack_cache_clear() -> None:
+    """Let go of every cached stack and frame, and the code objects the cache pins."""
+
+def stack_cache_counts() -> tuple[int, int, int, int, int]:
+    """(stacks cached, frames cached, samples answered from the cache, misses, samples never cacheable)."""
+
 def sync_threads(exclude: set[int] | frozenset[int], /) -> list[tuple[int, int]]:
     """Register the interpreter's live threads (not `exclude` idents), unregister gone ones: [(ident, tid)]."""
 

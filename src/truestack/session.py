@@ -13,10 +13,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .atomic_file import write_atomic
+from .identity_memo import MISSING, IdentityMemo
 from .model import Profile
 from .model.meta import ProfileMeta
 from .own_files import own_path
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 # A stack (root first) -> the stack the profile keeps, or None to drop the sample.
 StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
-_UNSEEN: Any = object()
 _KEPT_LIMIT = 10_000  # stacks whose filtering is remembered
 
 _active: list[ProfileSession] = []
@@ -70,6 +70,7 @@ class ProfileSession:
 
             self._tasks = TaskTracker(wall=mode == "wall")
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
+        self._kept_objs: IdentityMemo[tuple[Frame, ...], tuple[Frame, ...] | None] = IdentityMemo(_KEPT_LIMIT)
         self.sampler = Sampler(
             mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples, native=native
         )
@@ -94,21 +95,24 @@ class ProfileSession:
 
     def _on_samples(self, batch: list[Sample]) -> None:
         # The same stacks recur sample after sample: decide once per stack.
-        kept = self._kept
+        kept, kept_objs = self._kept, self._kept_objs
         out = []
         first, last = self._window
         for sample in batch:
             if not first <= sample.time_ns <= last:  # a rider's batch straddles its start or stop
                 continue
-            frames = kept.get(sample.frames, _UNSEEN)
-            if frames is _UNSEEN:
-                frames = _without_thread_hook(sample.frames)
-                frames = None if _in_sampler(frames) else frames
-                if frames is not None and self._filter is not None:
-                    frames = self._filter(frames)
-                if len(kept) >= _KEPT_LIMIT:
-                    kept.clear()
-                kept[sample.frames] = frames
+            frames = kept_objs.get(sample.frames)  # the drain hands a recurring stack over as the same tuple
+            if frames is MISSING:
+                frames = kept.get(sample.frames, MISSING)
+                if frames is MISSING:
+                    frames = _without_thread_hook(sample.frames)
+                    frames = None if _in_sampler(frames) else frames
+                    if frames is not None and self._filter is not None:
+                        frames = self._filter(frames)
+                    if len(kept) >= _KEPT_LIMIT:
+                        kept.clear()
+                    kept[sample.frames] = frames
+                kept_objs.put(sample.frames, frames)
             if frames is not None:
                 sample.frames = frames
                 out.append(sample)

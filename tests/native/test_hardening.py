@@ -421,3 +421,27 @@ def test_starting_and_stopping_at_the_maximum_rate_never_spins_forever():
         report(samples=samples, seconds=time.monotonic() - started)
     """, timeout=150)
     assert out["samples"] > 200, out  # it sampled, round after round
+
+
+def test_registering_at_the_maximum_rate_never_holds_the_registry_lock_under_signals():
+    # Registration arms the new thread's timer while it holds the registry lock, which the control
+    # thread needs to lower a rate the thread cannot bear. A thread taking 100 kHz signals there
+    # never let go of it, and both waited forever: `record --rate 100000` hung so in CI, the main
+    # thread's first registration caught in the handler inside pthread_mutex_unlock (gdb), the
+    # control thread waiting for the lock. The lock is now taken with SIGPROF blocked.
+    out = run("""
+        blocked_inside = _native._test_registry_lock_blocks_sigprof()
+        engine = NativeCpuEngine("cpu", 100_000, 64)
+        engine.start()
+        for _ in range(300):
+            _native.unregister_current()
+            _native.register_current()
+            spin(0.002)
+        engine.stop()
+        samples = len(engine.drain())
+        report(blocked_inside=blocked_inside, samples=samples,
+               blocked_after=signal.SIGPROF in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    """, timeout=150)
+    assert out["blocked_inside"], out
+    assert not out["blocked_after"], out  # the thread's own mask is given back
+    assert out["samples"] > 100, out  # re-registered round after round, and sampled

@@ -3,10 +3,24 @@
 #include "drain.h"
 #include "safeload.h"
 #include "sampler.h"
+#include "stackcache.h"
 #include "staging.h"
 #include "unwind.h"
 
 static const char *const state_names[] = {"unknown", "running", "idle"};
+
+/* The few strings every sample carries, made once (interned). */
+static PyObject *state_str[3], *partial_str[TS_NREASONS];
+
+static PyObject *interned(PyObject **slot, const char *text) {
+    if (!*slot) *slot = PyUnicode_InternFromString(text);
+    return Py_XNewRef(*slot);
+}
+
+static PyObject *partial_of(const ts_ssample *s) {
+    return s->partial ? interned(&partial_str[s->partial % TS_NREASONS], ts_partial_names[s->partial % TS_NREASONS])
+                      : Py_NewRef(Py_None);
+}
 
 static PyObject *build_frames(ts_staging *st, ts_ssample *s) {
     PyObject *t = PyTuple_New((Py_ssize_t)s->nframes * 2);
@@ -64,7 +78,7 @@ static PyObject *words_tuple(const uint64_t *w, size_t n) {
     return t;
 }
 
-static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames) {
+static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames, PyObject *partial) {
     PyObject *item = PyStructSequence_New(raw_sample_type);
     if (!item) return NULL;
     int off = s->native_why == TS_NATIVE_OFF;
@@ -74,9 +88,9 @@ static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames) {
         PyLong_FromLongLong((long long)s->time_ns),
         PyLong_FromUnsignedLongLong((unsigned long long)s->weight_ns),
         PyLong_FromUnsignedLongLong((unsigned long long)s->cpu_delta_ns),
-        PyUnicode_FromString(state_names[s->state % 3]),
+        interned(&state_str[s->state % 3], state_names[s->state % 3]),
         PyLong_FromUnsignedLong(s->depth),
-        s->partial ? PyUnicode_FromString(ts_partial_names[s->partial]) : Py_NewRef(Py_None),
+        Py_NewRef(partial),
         Py_NewRef(frames),
         off ? Py_NewRef(Py_None) : words_tuple(w, s->nnative),
         off || s->nsegs == 0xff ? Py_NewRef(Py_None) : words_tuple(w + s->nnative, s->nsegs),
@@ -95,8 +109,13 @@ static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames) {
     return item;
 }
 
-PyObject *ts_py_drain(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
+PyObject *ts_py_drain(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *resolve_frame = Py_None, *finish = Py_None;
+    if (!PyArg_ParseTuple(args, "|OO:drain", &resolve_frame, &finish)) return NULL;
+    int cached = resolve_frame != Py_None;
+    if (cached && !(PyCallable_Check(resolve_frame) && PyCallable_Check(finish)))
+        return PyErr_Format(PyExc_TypeError, "drain(resolve_frame, finish): both must be callable");
     /* faulthandler.enable()/disable() or another tool may have replaced our
      * SIGSEGV handler: put it back on top, chaining to theirs. */
     if (ts_sampler_active() && ts_safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
@@ -105,9 +124,14 @@ PyObject *ts_py_drain(PyObject *self, PyObject *unused) {
     PyObject *out = PyList_New(0);
     for (size_t i = 0; out && i < st.n; i++) {
         ts_ssample *s = &st.samples[i];
-        PyObject *frames = build_frames(&st, s);
-        PyObject *item = frames ? raw_sample(&st, s, frames) : NULL;
+        PyObject *partial = partial_of(s), *frames = NULL;
+        if (partial && cached && s->native_why == TS_NATIVE_OFF)
+            frames = ts_stackcache_get(&st, s, partial, resolve_frame, finish);
+        else if (partial)
+            frames = build_frames(&st, s);
+        PyObject *item = frames ? raw_sample(&st, s, frames, partial) : NULL;
         Py_XDECREF(frames);
+        Py_XDECREF(partial);
         if (!item || PyList_Append(out, item) < 0) Py_CLEAR(out);
         Py_XDECREF(item);
     }

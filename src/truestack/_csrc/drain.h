@@ -6,7 +6,9 @@
 TS_HIDDEN_BEGIN
 /* The RawSample struct sequence type drain() returns (made once). */
 PyTypeObject *ts_raw_sample_type(void);
-/* _native.drain(): every sample the ring holds, oldest first. */
-PyObject *ts_py_drain(PyObject *self, PyObject *unused);
+/* _native.drain(resolve_frame=None, finish=None): every sample the ring
+ * holds, oldest first; with the resolvers, their frames come resolved
+ * through the stack cache (stackcache.h). */
+PyObject *ts_py_drain(PyObject *self, PyObject *args);
 TS_HIDDEN_END
 #endif

@@ -18,6 +18,7 @@
 #include "ts_version.h"
 #include "unwind.h"
 #include "drain.h"
+#include "stackcache.h"
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
@@ -365,6 +366,11 @@ static PyObject *py_test_register_stale(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_test_registry_lock_blocks_sigprof(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyBool_FromLong(ts_test_registry_lock_blocks_sigprof());
+}
+
 /* Test builds only: claim a ring slot and leave it unfinished, as a handler
  * stopped mid-write would; _test_stuck_slot(False) finishes it late. */
 static PyObject *py_test_stuck_slot(PyObject *self, PyObject *arg) {
@@ -432,15 +438,32 @@ static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_stack_cache_clear(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    ts_stackcache_clear();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stack_cache_counts(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return ts_stackcache_counts();
+}
+
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto', native=0) -> timer name; native: C "
      "return addresses kept per sample (--native)"},
     {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
-    {"drain", ts_py_drain, METH_NOARGS,
-     "drain() -> [(tid, time_ns, weight_ns, cpu_delta_ns, state, depth, partial, frames)]; frames is a flat "
-     "tuple leaf-first (obj, n, obj, n, ...): obj a code object and n its byte offset, or obj a "
-     "(qualname, filename, firstlineno) tuple (code already dead) and n its line."},
+    {"drain", ts_py_drain, METH_VARARGS,
+     "drain(resolve_frame=None, finish=None) -> [RawSample]; frames is a flat tuple leaf-first (obj, n, obj, n, "
+     "...): obj a code object and n its byte offset, or obj a (qualname, filename, firstlineno) tuple (code already "
+     "dead) and n its line. With the resolvers (and no --native data), frames is finish(root-first tuple of "
+     "resolve_frame(obj, n), None left out; partial; depth), made once per distinct stack, then from the cache."},
+    {"stack_cache_clear", py_stack_cache_clear, METH_NOARGS,
+     "Let go of every stack the drain's cache holds (and the code objects it pins)."},
+    {"stack_cache_counts", py_stack_cache_counts, METH_NOARGS,
+     "stack_cache_counts() -> (stacks cached, frames cached, samples answered from the cache, misses, never "
+     "cacheable)"},
     {"sync_threads", py_sync_threads, METH_O,
      "sync_threads(exclude_idents: set) -> [(ident, tid)]: register live threads, unregister gone ones."},
     {"register_current", py_register_current, METH_NOARGS, "Register the calling thread; returns its tid."},
@@ -460,6 +483,8 @@ static PyMethodDef methods[] = {
      "settle_counts() -> (destroy-hook runs, runs that folded the ring because a pending sample held the dying code)"},
 #ifdef TS_TEST_HOOKS
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
+    {"_test_registry_lock_blocks_sigprof", py_test_registry_lock_blocks_sigprof, METH_NOARGS,
+     "test builds: is SIGPROF blocked while the registry lock is held, as registration holds it?"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,

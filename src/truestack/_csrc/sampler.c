@@ -331,28 +331,57 @@ static int register_locked(int tid, void *tstate, unsigned long ident) {
     return 0;
 }
 
-int ts_register_thread(int tid, void *tstate, unsigned long ident) {
+/* The thread that arms or disarms the timers must not take their signals meanwhile: at a rate
+ * whose delivery costs more CPU than the interval holds (100 kHz on a VM where one perf_event
+ * signal costs ~28 us), a thread taking them makes no progress, and before the control thread
+ * runs (start) or after it has stopped (stop) nothing lowers the rate: it spun forever. */
+static sigset_t block_sigprof(void) {
+    sigset_t prof, old;
+    sigemptyset(&prof);
+    sigaddset(&prof, SIGPROF);
+    pthread_sigmask(SIG_BLOCK, &prof, &old);
+    return old;
+}
+
+static void restore_sigmask(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
+/* ts_reg_lock is taken with SIGPROF blocked, for the same reason: a thread that held it while
+ * taking signals at a rate it cannot bear would never let go of it, and the control thread, which
+ * needs it to lower that rate, would wait for it forever (`record --rate 100000` hung so, in the
+ * engine's first registration of the main thread). */
+sigset_t ts_reg_lock_acquire(void) {
+    sigset_t old = block_sigprof();
     pthread_mutex_lock(&ts_reg_lock);
-    int rc = register_locked(tid, tstate, ident);
+    return old;
+}
+
+void ts_reg_lock_release(const sigset_t *old) {
     pthread_mutex_unlock(&ts_reg_lock);
+    restore_sigmask(old);
+}
+
+int ts_register_thread(int tid, void *tstate, unsigned long ident) {
+    sigset_t mask = ts_reg_lock_acquire();
+    int rc = register_locked(tid, tstate, ident);
+    ts_reg_lock_release(&mask);
     return rc;
 }
 
 int ts_unregister_thread(int tid) {
-    pthread_mutex_lock(&ts_reg_lock);
+    sigset_t mask = ts_reg_lock_acquire();
     ts_thread *t = find_thread(tid);
     if (t) {
         ts_disarm(t);
         atomic_store_explicit(&t->tid, 0, memory_order_release);
     }
-    pthread_mutex_unlock(&ts_reg_lock);
+    ts_reg_lock_release(&mask);
     return t ? 0 : -ENOENT;
 }
 
 #ifdef TS_TEST_HOOKS
 int ts_test_register_stale(int tid) {
     /* A registration as a thread that died long ago would have left it. */
-    pthread_mutex_lock(&ts_reg_lock);
+    sigset_t mask = ts_reg_lock_acquire();
     int n = atomic_load(&ts_threads_hwm), rc = -ENOSPC;
     if (n < TS_MAX_THREADS) {
         ts_thread *t = &ts_threads[n];
@@ -362,20 +391,27 @@ int ts_test_register_stale(int tid) {
         atomic_store(&ts_threads_hwm, n + 1);
         rc = 0;
     }
-    pthread_mutex_unlock(&ts_reg_lock);
+    ts_reg_lock_release(&mask);
     return rc;
+}
+
+int ts_test_registry_lock_blocks_sigprof(void) {
+    sigset_t mask = ts_reg_lock_acquire(), now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    ts_reg_lock_release(&mask);
+    return sigismember(&now, SIGPROF) == 1;
 }
 #endif
 
 /* Copies the registered tids (flag: only those never sampled for want of a timer). */
 int ts_thread_tids(int *out, int max, int only_unarmed) {
-    pthread_mutex_lock(&ts_reg_lock);
+    sigset_t mask = ts_reg_lock_acquire();
     int n = atomic_load(&ts_threads_hwm), c = 0;
     for (int i = 0; i < n && c < max; i++) {
         int tid = atomic_load(&ts_threads[i].tid);
         if (tid && (!only_unarmed || atomic_load(&ts_threads[i].unarmed))) out[c++] = tid;
     }
-    pthread_mutex_unlock(&ts_reg_lock);
+    ts_reg_lock_release(&mask);
     return c;
 }
 
@@ -387,10 +423,12 @@ int ts_thread_count(void) {
 
 /* -- fork -------------------------------------------------------------- */
 
-static void atfork_prepare(void) { pthread_mutex_lock(&ts_reg_lock); }
-static void atfork_parent(void) { pthread_mutex_unlock(&ts_reg_lock); }
+static sigset_t fork_mask; /* the forking thread's, while it holds ts_reg_lock across fork() */
+static void atfork_prepare(void) { fork_mask = ts_reg_lock_acquire(); }
+static void atfork_parent(void) { ts_reg_lock_release(&fork_mask); }
 static void atfork_child(void) {
     pthread_mutex_init(&ts_reg_lock, NULL);
+    restore_sigmask(&fork_mask);
     if (atomic_load(&ts_active)) ts_forked_child = 1;
     atomic_store(&ts_active, 0);
     atomic_store(&in_flight, 0); /* other threads' handlers do not exist here */
@@ -413,20 +451,6 @@ static void atfork_child(void) {
 
 int ts_sampler_active(void) { return atomic_load(&ts_active); }
 int ts_sampler_timer(void) { return ts_timer_kind; }
-
-/* The thread that arms or disarms the timers must not take their signals meanwhile: at a rate
- * whose delivery costs more CPU than the interval holds (100 kHz on a VM where one perf_event
- * signal costs ~28 us), a thread taking them makes no progress, and before the control thread
- * runs (start) or after it has stopped (stop) nothing lowers the rate: it spun forever. */
-static sigset_t block_sigprof(void) {
-    sigset_t prof, old;
-    sigemptyset(&prof);
-    sigaddset(&prof, SIGPROF);
-    pthread_sigmask(SIG_BLOCK, &prof, &old);
-    return old;
-}
-
-static void restore_sigmask(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
 int ts_sampler_start(int mode, int64_t interval_ns, int frames, int native, uint64_t ring_slots, int timer_pref) {
     static int atfork_done;

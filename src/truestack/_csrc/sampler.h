@@ -35,6 +35,9 @@ int ts_thread_count(void);
 int ts_thread_tids(int *out, int max, int only_unarmed);
 #ifdef TS_TEST_HOOKS
 int ts_test_register_stale(int tid);
+/* Test builds: is SIGPROF blocked in the thread while it holds the registry lock, taken as
+ * registration takes it? */
+int ts_test_registry_lock_blocks_sigprof(void);
 #endif
 extern int ts_forked_child;            /* set in a fork child: sampling stopped there */
 extern _Atomic int64_t ts_interval_ns; /* current: the CPU budget may lower the rate */

@@ -64,6 +64,7 @@ else:
 
 _TRUNCATED = Frame("[truncated]", "", 0, 0, FrameKind.TRUNCATED.value)
 _SYNC_INTERVAL_S = 0.02
+_STACK_CACHE_COUNTS = ("stacks", "frames", "hits", "misses", "uncacheable")  # _native.stack_cache_counts()
 _RING_SECONDS = 2.0  # samples the ring holds between drains, at the full rate
 _RING_MIN, _RING_MAX = 1024, 65536
 _active: _NativeEngine | None = None
@@ -226,6 +227,30 @@ class _NativeEngine(Engine):
                 self._names[tid] = name or f"thread-{tid}"
 
     # -- samples -------------------------------------------------------------
+    @staticmethod
+    def _whole_stack(frames: tuple[Frame, ...], partial: str | None, depth: int) -> tuple[Frame, ...]:
+        """A drained stack (root first) as the profile keeps it: under a root saying when the walk was
+        partial (the leaf end is right and its callers are missing, or nothing could be walked: a
+        sub-interpreter's thread, no thread state) or cut at max_depth. The drain's stack cache calls
+        it once per distinct stack and hands the same tuple back for every later sample of that stack."""
+        if partial is not None:
+            return (_partial_root(partial), *frames)
+        if depth > len(frames):
+            return (_TRUNCATED, *frames)
+        return frames
+
+    def _native_stack(self, raw: Any) -> tuple[Frame, ...]:
+        # --native: shims kept as None to place the C frames, then the C frames added (never cached:
+        # the C half differs sample by sample)
+        python = self._resolve(raw.frames, True)
+        kept = len(python) - python.count(None)  # Python frames: what the true depth is compared with
+        frames: tuple[Frame, ...] = self._stacks.stack(python, raw)
+        if raw.partial is not None:
+            return (_partial_root(raw.partial), *frames)
+        if raw.depth > kept:
+            return (_TRUNCATED, *frames)
+        return frames
+
     def drain(self) -> list[Sample]:
         with self._lock:
             if _forked:
@@ -233,37 +258,32 @@ class _NativeEngine(Engine):
             if self._running:
                 self._sync_threads()
             out = []
-            stacks = self._stacks
-            for raw in _native.drain():
-                frames = self._resolve(raw.frames, stacks is not None)
-                kept = len(frames)  # Python frames: what the true depth is compared with
-                if stacks is not None:  # --native: shims kept as None to place the C frames, then C frames added
-                    kept -= frames.count(None)
-                    frames = stacks.stack(frames, raw)
+            native = self._stacks is not None
+            names = self._names
+            partials = self._partial
+            resolvers = () if native else (self._resolve.frame, self._whole_stack)
+            for raw in _native.drain(*resolvers):
                 partial = raw.partial
                 if partial is not None:
-                    self._partial[partial] = self._partial.get(partial, 0) + 1
-                    # The leaf end is right and its callers are missing, or nothing could be
-                    # walked (a sub-interpreter's thread, no thread state): say so at the root.
-                    frames = (_partial_root(partial), *frames)
-                elif raw.depth > kept:
-                    frames = (_TRUNCATED, *frames)
+                    partials[partial] = partials.get(partial, 0) + 1
                 tid = raw.tid
                 out.append(
                     Sample(
-                        thread_id=tid,
-                        thread_name=self._names.get(tid) or f"thread-{tid}",
-                        time_ns=raw.time_ns,
-                        weight_ns=raw.weight_ns,
-                        frames=frames,
-                        cpu_delta_ns=raw.cpu_delta_ns,
-                        state=raw.state,
-                        depth=raw.depth,
-                        partial=partial,
-                        coro=raw.coro,
+                        tid,
+                        names.get(tid) or f"thread-{tid}",
+                        raw.time_ns,
+                        raw.weight_ns,
+                        self._native_stack(raw) if native else raw.frames,
+                        raw.cpu_delta_ns,
+                        raw.state,
+                        raw.depth,
+                        partial,
+                        raw.coro,
                     )
                 )
             self._drained += len(out)
+            if not self._running:  # the last drain of this run: the cache's pins are let go
+                _native.stack_cache_clear()
             return out
 
     def charge_collector(self, cpu_ns: int) -> None:
@@ -315,6 +335,7 @@ class _NativeEngine(Engine):
                 "max_depth": self.max_depth,
                 "thread_hook": "Thread._bootstrap_inner" if self._hook_used else "thread-state walk only",
                 "codes_resolved_at_death": _native.codes_resolved_at_death(),
+                "stack_cache": dict(zip(_STACK_CACHE_COUNTS, _native.stack_cache_counts(), strict=True)),
             },
         )
 

@@ -4,7 +4,9 @@ The ring holds (code object, instruction offset) pairs, leaf first; a code
 object that died before the drain arrives as the (name, file, first line)
 tuple its destroy hook saved. Frames are interned per (code, offset): the
 same few thousand code objects and offsets make up nearly every sample, so
-each is resolved to a line once.
+each is resolved to a line once. Without `--native` the drain's C stack
+cache does that interning and calls `frame` once per (code, offset); with
+it, calling the resolver interns here.
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ class CodeResolver:
             if frame is not None or keep_shims:
                 frames.append(frame)
         return tuple(frames)
+
+    def frame(self, obj: Any, n: int) -> Frame | None:
+        """One raw frame resolved (not interned here): None for a shim."""
+        if type(obj) is tuple:
+            return self._dead(obj, n)
+        return None if _is_shim(obj) else self._frame(obj, n)
 
     def _frame(self, code: types.CodeType, offset: int) -> Frame:
         return Frame(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from .profile import Profile
 
@@ -64,16 +64,14 @@ def stack_totals(profile: Profile, threads: Iterable[int] | None = None) -> dict
     return {k: (v[0], v[1]) for k, v in totals.items()}
 
 
-@dataclass(frozen=True)
-class FunctionTotals:
+class FunctionTotals(NamedTuple):  # not a dataclass: `dataclasses` is the heaviest import of `record`'s exit
     """One function's weighted sample counts: on the stack (once per sample) and at the leaf."""
 
     total: int
     self: int
 
 
-@dataclass(frozen=True)
-class CallTree:
+class CallTree(NamedTuple):
     """The stack prefix tree restricted to stacks some sample reached.
 
     `order` lists those stacks parents first; `node_of` maps a stack to its

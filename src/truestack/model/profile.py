@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from ..identity_memo import MISSING, IdentityMemo
 from ..records import Record
 from ..samples import Frame, Sample
 from .meta import ProfileMeta
@@ -100,6 +101,7 @@ class Profile:
         self.meta: ProfileMeta = meta
         self._frame_ids: dict[Frame, int] = {}
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        self._stack_objs: IdentityMemo[tuple[Frame, ...], int] = IdentityMemo()  # the drain's recurring tuples
 
     # -- building --------------------------------------------------------
     def intern_frame(self, frame: Frame) -> int:
@@ -113,13 +115,17 @@ class Profile:
         return idx
 
     def intern_stack(self, frames: tuple[Frame, ...]) -> int:
-        idx = self._stack_ids.get(frames)
-        if idx is None:
-            idx = -1
+        idx: int = self._stack_objs.get(frames)
+        if idx is not MISSING:
+            return idx
+        found = self._stack_ids.get(frames)
+        if found is None:
+            found = -1
             for frame in frames:
-                idx = self.stacks.intern(idx, self.intern_frame(frame))
-            self._stack_ids[frames] = idx
-        return idx
+                found = self.stacks.intern(found, self.intern_frame(frame))
+            self._stack_ids[frames] = found
+        self._stack_objs.put(frames, found)
+        return found
 
     def thread(self, tid: int, name: str) -> ThreadSamples:
         thread = self.threads.get(tid)
@@ -141,8 +147,18 @@ class Profile:
         )
 
     def add_samples(self, samples: Iterable[Sample]) -> None:
+        # add_sample's work, inlined: the collector runs this for every sample of a run.
+        threads, intern_stack = self.threads, self.intern_stack
         for sample in samples:
-            self.add_sample(sample)
+            thread = threads.get(sample.thread_id)
+            if thread is None or thread.name != sample.thread_name:
+                thread = self.thread(sample.thread_id, sample.thread_name)
+            weight, cpu = sample.weight_ns, sample.cpu_delta_ns
+            thread.time_ns.append(sample.time_ns)
+            thread.stack.append(intern_stack(sample.frames))
+            thread.weight_ns.append(weight if 0 <= weight <= _WEIGHT_MAX else min(max(weight, 0), _WEIGHT_MAX))
+            thread.cpu_delta_ns.append(cpu if 0 <= cpu <= _WEIGHT_MAX else min(max(cpu, 0), _WEIGHT_MAX))
+            thread.state.append(_STATE_INDEX.get(sample.state, 0))
 
     def append(
         self,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import tempfile
 
 from .. import exporters
 from ..atomic_file import write_atomic
@@ -19,8 +18,16 @@ from ..model.merge import with_process_roots
 from ..model.storage import dumps
 
 
+def _temp_dir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
 def save_fallback(profile: Profile) -> str | None:
     """Save the whole profile as .tsp in the temp directory; None if that fails too."""
+    import tempfile  # only when the output could not be written (it costs every run ~10 ms of start-up)
+
     try:
         fd, path = tempfile.mkstemp(prefix="truestack-rescued-", suffix=".tsp")
     except OSError:
@@ -80,7 +87,7 @@ def export_and_write(profile: Profile, fmt: str, path: str, options: object = No
     else:
         message = (
             f"truestack: error: {problem}; the profile ({profile.sample_count} samples) is lost "
-            f"(saving a copy to {tempfile.gettempdir()} failed too)"
+            f"(saving a copy to {_temp_dir()} failed too)"
         )
     sys.stderr.write(message + "\n")
     return problem

@@ -7,7 +7,6 @@ own connection to the recorder's socket (`follow.py`).
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import BinaryIO, Protocol
 
@@ -17,6 +16,8 @@ from ..session import ProfileSession, StackFilter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket  # at run time only where a socket is used: its import costs every `record` ~5 ms
+
     from .children import ChildWatch
 
 STATS_INTERVAL_S = 0.25
@@ -56,10 +57,13 @@ class SocketOut:
     recorder went away."""
 
     def __init__(self, sock: socket.socket) -> None:
+        import socket
+
         self._sock = sock
+        self._flags = socket.MSG_NOSIGNAL
 
     def write(self, data: bytes) -> int:
-        self._sock.sendall(data, socket.MSG_NOSIGNAL)
+        self._sock.sendall(data, self._flags)
         return len(data)
 
     def flush(self) -> None:
