@@ -103,6 +103,9 @@ def _probe_guarded_load() -> tuple[int, int]:
 def _test_register_stale(tid: int, /) -> None:
     """Test builds only: register a tid without checking it, as a thread that died would leave it."""
 
+def _test_registry_lock_blocks_sigprof() -> bool:
+    """Test builds: is SIGPROF blocked in this thread while it holds the thread registry's lock?"""
+
 def _test_stuck_slot(stuck: bool, /) -> bool | None:
     """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""
 
