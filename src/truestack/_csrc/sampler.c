@@ -349,39 +349,39 @@ static void restore_sigmask(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, 
  * taking signals at a rate it cannot bear would never let go of it, and the control thread, which
  * needs it to lower that rate, would wait for it forever (`record --rate 100000` hung so, in the
  * engine's first registration of the main thread). */
-sigset_t ts_reg_lock_acquire(void) {
+static sigset_t reg_lock_acquire(void) {
     sigset_t old = block_sigprof();
     pthread_mutex_lock(&ts_reg_lock);
     return old;
 }
 
-void ts_reg_lock_release(const sigset_t *old) {
+static void reg_lock_release(const sigset_t *old) {
     pthread_mutex_unlock(&ts_reg_lock);
     restore_sigmask(old);
 }
 
 int ts_register_thread(int tid, void *tstate, unsigned long ident) {
-    sigset_t mask = ts_reg_lock_acquire();
+    sigset_t mask = reg_lock_acquire();
     int rc = register_locked(tid, tstate, ident);
-    ts_reg_lock_release(&mask);
+    reg_lock_release(&mask);
     return rc;
 }
 
 int ts_unregister_thread(int tid) {
-    sigset_t mask = ts_reg_lock_acquire();
+    sigset_t mask = reg_lock_acquire();
     ts_thread *t = find_thread(tid);
     if (t) {
         ts_disarm(t);
         atomic_store_explicit(&t->tid, 0, memory_order_release);
     }
-    ts_reg_lock_release(&mask);
+    reg_lock_release(&mask);
     return t ? 0 : -ENOENT;
 }
 
 #ifdef TS_TEST_HOOKS
 int ts_test_register_stale(int tid) {
     /* A registration as a thread that died long ago would have left it. */
-    sigset_t mask = ts_reg_lock_acquire();
+    sigset_t mask = reg_lock_acquire();
     int n = atomic_load(&ts_threads_hwm), rc = -ENOSPC;
     if (n < TS_MAX_THREADS) {
         ts_thread *t = &ts_threads[n];
@@ -391,27 +391,27 @@ int ts_test_register_stale(int tid) {
         atomic_store(&ts_threads_hwm, n + 1);
         rc = 0;
     }
-    ts_reg_lock_release(&mask);
+    reg_lock_release(&mask);
     return rc;
 }
 
 int ts_test_registry_lock_blocks_sigprof(void) {
-    sigset_t mask = ts_reg_lock_acquire(), now;
+    sigset_t mask = reg_lock_acquire(), now;
     pthread_sigmask(SIG_BLOCK, NULL, &now);
-    ts_reg_lock_release(&mask);
+    reg_lock_release(&mask);
     return sigismember(&now, SIGPROF) == 1;
 }
 #endif
 
 /* Copies the registered tids (flag: only those never sampled for want of a timer). */
 int ts_thread_tids(int *out, int max, int only_unarmed) {
-    sigset_t mask = ts_reg_lock_acquire();
+    sigset_t mask = reg_lock_acquire();
     int n = atomic_load(&ts_threads_hwm), c = 0;
     for (int i = 0; i < n && c < max; i++) {
         int tid = atomic_load(&ts_threads[i].tid);
         if (tid && (!only_unarmed || atomic_load(&ts_threads[i].unarmed))) out[c++] = tid;
     }
-    ts_reg_lock_release(&mask);
+    reg_lock_release(&mask);
     return c;
 }
 
@@ -424,8 +424,8 @@ int ts_thread_count(void) {
 /* -- fork -------------------------------------------------------------- */
 
 static sigset_t fork_mask; /* the forking thread's, while it holds ts_reg_lock across fork() */
-static void atfork_prepare(void) { fork_mask = ts_reg_lock_acquire(); }
-static void atfork_parent(void) { ts_reg_lock_release(&fork_mask); }
+static void atfork_prepare(void) { fork_mask = reg_lock_acquire(); }
+static void atfork_parent(void) { reg_lock_release(&fork_mask); }
 static void atfork_child(void) {
     pthread_mutex_init(&ts_reg_lock, NULL);
     restore_sigmask(&fork_mask);

@@ -34,9 +34,6 @@ typedef struct {
 extern ts_thread ts_threads[TS_MAX_THREADS];
 extern _Atomic int ts_threads_hwm;
 extern pthread_mutex_t ts_reg_lock;
-/* Take / let go of ts_reg_lock with SIGPROF blocked meanwhile (sampler.c says why). */
-sigset_t ts_reg_lock_acquire(void);
-void ts_reg_lock_release(const sigset_t *old);
 extern pid_t ts_pid;
 extern int ts_timer_kind;
 extern _Atomic int ts_active;

@@ -136,18 +136,10 @@ class Profile:
         return thread
 
     def add_sample(self, sample: Sample) -> None:
-        thread = self.thread(sample.thread_id, sample.thread_name)
-        self.append(
-            thread,
-            sample.time_ns,
-            self.intern_stack(sample.frames),
-            sample.weight_ns,
-            sample.cpu_delta_ns,
-            sample.state,
-        )
+        self.add_samples((sample,))
 
     def add_samples(self, samples: Iterable[Sample]) -> None:
-        # add_sample's work, inlined: the collector runs this for every sample of a run.
+        # append()'s work, inlined: the collector runs this for every sample of a run.
         threads, intern_stack = self.threads, self.intern_stack
         for sample in samples:
             thread = threads.get(sample.thread_id)
