@@ -38,8 +38,12 @@ MAIN_BLOCKED = """\
 import os, sys, threading
 here = sys.argv[1]
 def work():
-    while not os.path.exists(os.path.join(here, "stop")):
+    # Looks for the stop file only every ~50 ms: a thread releasing the GIL every 0.3 ms starves
+    # the agent's thread on this path too (the test above is that case, with the main thread).
+    n = 0
+    while n % 2000 or not os.path.exists(os.path.join(here, "stop")):
         sum(range(3000))
+        n += 1
 worker = threading.Thread(target=work, name="worker")
 worker.start()
 print("go", os.getpid(), flush=True)
