@@ -106,6 +106,9 @@ def _test_register_stale(tid: int, /) -> None:
 def _test_registry_lock_blocks_sigprof() -> bool:
     """Test builds: is SIGPROF blocked in this thread while it holds the thread registry's lock?"""
 
+def _test_remote_pause(ns: int, /) -> None:
+    """Test builds only: the control thread pauses ns between a remote walk and publishing its sample."""
+
 def _test_stuck_slot(stuck: bool, /) -> bool | None:
     """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""
 

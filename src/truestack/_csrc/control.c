@@ -36,8 +36,21 @@ static int ctl_stop;
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ctl_cv;
 static int cv_ready;
-static ts_rawframe remote_frames[TS_MAX_DEPTH]; /* only the control thread walks into it */
 int64_t ts_max_interval_ns;
+
+#ifdef TS_TEST_HOOKS
+/* Test builds: the control thread pauses this long once a remote walk has
+ * found the thread stood still, before it publishes the sample: the moment
+ * it may be preempted on a loaded machine while the walked thread runs on. */
+_Atomic int64_t ts_test_remote_pause_ns;
+static void test_remote_pause(void) {
+    int64_t ns = atomic_load(&ts_test_remote_pause_ns);
+    struct timespec d = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    if (ns > 0) nanosleep(&d, NULL);
+}
+#else
+#define test_remote_pause() ((void)0)
+#endif
 
 static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
     /* rt_tgsigqueueinfo checks the tid is in our thread group. A tid found
@@ -50,17 +63,22 @@ static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
     int fault = 0;
     if (!t->tstate || !ts_safeload_ensure()) return 0;
     if (ts_load((uintptr_t)t->tstate + ts_tstate_ident_off, &fault) != t->ident || fault) return 0;
+    uint64_t pos;
+    ts_slot *s = ts_remote_claim(&pos);
+    if (!s) return 1;
     ts_walk_result r;
-    ts_walk(t->tstate, remote_frames, ts_max_frames, &r);
+    ts_walk(t->tstate, s->frames, ts_max_frames, &r);
     /* Stamped before the recheck: the frames are known to hold from the first
      * clock read to the second, and the control thread may be preempted for
      * milliseconds after it, while the thread runs on. */
     int64_t now = ts_now_ns(CLOCK_MONOTONIC);
     if (ts_now_ns(ts_thread_cpu_clock(tid)) != cpu) {
+        ts_remote_void(s, pos);
         atomic_fetch_add(&ts_C.remote_discarded, 1); /* it ran meanwhile: its time goes to the next sample */
         return 1;
     }
-    ts_record_remote(t, tid, remote_frames, &r, cpu, now);
+    test_remote_pause();
+    ts_remote_publish(t, tid, s, pos, &r, cpu, now);
     return 1;
 }
 

@@ -371,6 +371,14 @@ static PyObject *py_test_registry_lock_blocks_sigprof(PyObject *self, PyObject *
     return PyBool_FromLong(ts_test_registry_lock_blocks_sigprof());
 }
 
+static PyObject *py_test_remote_pause(PyObject *self, PyObject *arg) {
+    (void)self;
+    long long ns = PyLong_AsLongLong(arg);
+    if (ns == -1 && PyErr_Occurred()) return NULL;
+    atomic_store(&ts_test_remote_pause_ns, (int64_t)ns);
+    Py_RETURN_NONE;
+}
+
 /* Test builds only: claim a ring slot and leave it unfinished, as a handler
  * stopped mid-write would; _test_stuck_slot(False) finishes it late. */
 static PyObject *py_test_stuck_slot(PyObject *self, PyObject *arg) {
@@ -485,6 +493,8 @@ static PyMethodDef methods[] = {
     {"_test_register_stale", py_test_register_stale, METH_O, "test builds: register a tid unchecked"},
     {"_test_registry_lock_blocks_sigprof", py_test_registry_lock_blocks_sigprof, METH_NOARGS,
      "test builds: is SIGPROF blocked while the registry lock is held, as registration holds it?"},
+    {"_test_remote_pause", py_test_remote_pause, METH_O,
+     "test builds: _test_remote_pause(ns): the control thread pauses between a remote walk and its sample"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,

@@ -35,6 +35,10 @@ typedef struct {
     ts_rawframe frames[];
 } ts_slot;
 
+/* The tid of a committed slot that holds no sample (a remote walk found the
+ * thread had run): the consumer skips it without reading its frames. */
+#define TS_VOID_TID 0
+
 typedef struct {
     _Atomic uint64_t head;
     char pad[56];

@@ -199,20 +199,27 @@ TS_SIGNAL_SAFE static void take_sample(const siginfo_t *si, void *uc, int64_t cp
     commit(s, pos, &a, r.partial);
 }
 
-TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *frames, const ts_walk_result *r,
-                                     int64_t cpu_ns, int64_t now_ns) {
+TS_SIGNAL_SAFE ts_slot *ts_remote_claim(uint64_t *pos) {
+    ts_slot *s = ts_ring_claim(pos);
+    if (!s) atomic_fetch_add_explicit(&ts_C.dropped, 1, memory_order_relaxed);
+    return s;
+}
+
+TS_SIGNAL_SAFE void ts_remote_publish(ts_thread *t, int tid, ts_slot *s, uint64_t pos, const ts_walk_result *r,
+                                      int64_t cpu_ns, int64_t now_ns) {
     ts_account a = account(t, cpu_ns, 0, 1);
-    uint64_t pos;
-    ts_slot *s = ts_ring_claim(&pos);
-    if (!s) {
-        atomic_fetch_add_explicit(&ts_C.dropped, 1, memory_order_relaxed);
-        return;
-    }
-    memcpy(s->frames, frames, sizeof(ts_rawframe) * (size_t)r->nframes);
     fill(s, tid, &a, r, now_ns);
     if (ts_max_native) s->native_why = TS_NATIVE_NOT_RUNNING; /* its C stack is not ours to unwind */
     commit(s, pos, &a, r->partial);
     atomic_fetch_add_explicit(&ts_C.remote_samples, 1, memory_order_relaxed);
+}
+
+TS_SIGNAL_SAFE void ts_remote_void(ts_slot *s, uint64_t pos) {
+    /* Its frames may be torn (the thread ran during the walk): the consumer
+     * must skip the slot before it touches a frame. */
+    s->tid = TS_VOID_TID;
+    s->nframes = 0;
+    ts_ring_commit(s, pos);
 }
 
 TS_SIGNAL_SAFE static void on_sigprof(int sig, siginfo_t *si, void *uc) {

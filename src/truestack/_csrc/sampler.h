@@ -38,6 +38,9 @@ int ts_test_register_stale(int tid);
 /* Test builds: is SIGPROF blocked in the thread while it holds the registry lock, taken as
  * registration takes it? */
 int ts_test_registry_lock_blocks_sigprof(void);
+/* Test builds: ns the control thread pauses between finding a walked
+ * blocked thread stood still and publishing its sample (0: none). */
+extern _Atomic int64_t ts_test_remote_pause_ns;
 #endif
 extern int ts_forked_child;            /* set in a fork child: sampling stopped there */
 extern _Atomic int64_t ts_interval_ns; /* current: the CPU budget may lower the rate */

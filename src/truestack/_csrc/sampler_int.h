@@ -4,6 +4,7 @@
  * Not for the Python interface, which uses sampler.h. */
 #ifndef TS_SAMPLER_INT_H
 #define TS_SAMPLER_INT_H
+#include "ring.h"
 #include "sampler.h"
 #include "walker.h"
 #include <pthread.h>
@@ -43,11 +44,18 @@ extern unsigned long ts_tstate_ident_off; /* offsetof(PyThreadState, thread_id) 
 
 TS_HIDDEN_BEGIN
 TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk);
-/* Records a sample of a blocked thread that the control thread walked
- * (frames/walk) while the thread's CPU clock stood at cpu_ns; now_ns is a
- * CLOCK_MONOTONIC time at which the walked frames held. */
-TS_SIGNAL_SAFE void ts_record_remote(ts_thread *t, int tid, const ts_rawframe *frames, const ts_walk_result *walk,
-                                     int64_t cpu_ns, int64_t now_ns);
+/* A sample of a blocked thread, walked by the control thread. The slot is
+ * claimed before the walk, as the handler claims it: the destroy hook of a
+ * code object the walk reads then finds the slot being written and waits
+ * for it, so no code object can die and be reused unseen between the walk
+ * and the sample. Claim (NULL: ring full, counted as dropped), walk into
+ * the slot's frames, then publish it (the walked frames held at now_ns,
+ * while the thread's CPU clock stood at cpu_ns) or void it (the thread ran
+ * meanwhile: the consumer skips it). */
+TS_SIGNAL_SAFE ts_slot *ts_remote_claim(uint64_t *pos);
+TS_SIGNAL_SAFE void ts_remote_publish(ts_thread *t, int tid, ts_slot *s, uint64_t pos, const ts_walk_result *walk,
+                                      int64_t cpu_ns, int64_t now_ns);
+TS_SIGNAL_SAFE void ts_remote_void(ts_slot *s, uint64_t pos);
 TS_HIDDEN_END
 
 static inline clockid_t ts_thread_cpu_clock(int tid) {

@@ -41,6 +41,10 @@ void ts_fold(PyObject *dying, int wait_busy) {
     }
     ts_slot *s;
     while ((s = ts_ring_peek(wait_busy)) != NULL) {
+        if (s->tid == TS_VOID_TID) {
+            ts_ring_release(s);
+            continue;
+        }
         size_t nsegs = s->nsegs == 0xff ? 0 : s->nsegs, nwords = (size_t)s->nnative + nsegs;
         if (grow((void **)&ts_S.samples, &ts_S.cap, ts_S.n + 1, sizeof(ts_ssample)) ||
             grow((void **)&ts_S.frames, &ts_S.capf, ts_S.nf + s->nframes, sizeof(ts_sframe)) ||
