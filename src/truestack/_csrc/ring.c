@@ -139,10 +139,11 @@ static int64_t mono_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-ts_slot *ts_ring_peek(int wait_busy) {
+ts_slot *ts_ring_peek(int wait_busy, uint64_t end) {
     if (!ts_R.mem) return NULL;
     for (;;) {
         uint64_t pos = ts_R.tail;
+        if (pos >= end) return NULL;
         ts_slot *s = ts_ring_slot(pos);
         int64_t deadline = 0;
         for (int spins = 0;; spins++) {

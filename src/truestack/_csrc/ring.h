@@ -76,12 +76,14 @@ TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *pos);
 TS_SIGNAL_SAFE int ts_ring_commit(ts_slot *s, uint64_t pos);
 TS_HIDDEN_END
 
-/* Consumer side: the next committed slot or NULL. With wait_busy, waits up to
- * TS_RING_STUCK_NS for an in-progress slot, then abandons it (counted in
- * ts_ring_abandoned) and goes on with the next one. */
+/* Consumer side: the next committed slot before position `end` (TS_RING_ALL:
+ * no bound), or NULL. With wait_busy, waits up to TS_RING_STUCK_NS for an
+ * in-progress slot, then abandons it (counted in ts_ring_abandoned) and goes
+ * on with the next one. */
 #define TS_RING_STUCK_NS 2000000
+#define TS_RING_ALL      UINT64_MAX
 extern _Atomic uint64_t ts_ring_abandoned;
-ts_slot *ts_ring_peek(int wait_busy);
+ts_slot *ts_ring_peek(int wait_busy, uint64_t end);
 void ts_ring_release(ts_slot *s);
 
 /* Consumer side (GIL held): may a pending (not yet folded) slot hold `code`?
