@@ -3,7 +3,7 @@
 Addresses are mapped to modules through /proc/self/maps (read again when an
 address falls outside every known module: a module loaded since), and to
 functions through the module's ELF symbol table, read with pyelftools once
-per module: `.symtab` when the file has one (static functions such as zlib's
+per file and kept across runs (`native_symcache.py`): `.symtab` when the file has one (static functions such as zlib's
 `deflate_slow` are only there), else `.dynsym`. A symbol is used only if the
 address lies inside it (start + size): the nearest preceding exported symbol
 of a stripped library is usually a different function. Anything else reads
@@ -27,9 +27,13 @@ import ctypes.util
 import functools
 import os
 import struct
-from typing import Any
 
 from ..samples import Frame, FrameKind
+from . import native_symcache
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, TypeGuard
 
 _NATIVE = FrameKind.NATIVE.value
 _CACHE_LIMIT = 200_000  # addresses kept resolved
@@ -50,7 +54,12 @@ class _Module:
         self.error = ""
         self._fde_starts: list[int] | None = None  # function starts from .eh_frame_hdr, read on demand
 
-    def load(self, first_vaddr_of: Any) -> None:
+    def load(self) -> None:
+        cached = native_symcache.load(self.path).get("symbols")
+        if _valid_symbols(cached):
+            first_vaddr, self.starts, self.ends, self.names = cached
+            self.bias -= first_vaddr
+            return
         try:
             from elftools.elf.elffile import ELFFile
             from elftools.elf.sections import SymbolTableSection
@@ -60,7 +69,7 @@ class _Module:
         try:
             with open(self.path, "rb") as f:
                 elf = ELFFile(f)
-                self.bias -= first_vaddr_of(elf)
+                first_vaddr = _first_load_vaddr(elf)
                 symbols: list[tuple[int, int, str]] = []
                 for section_name in (".symtab", ".dynsym"):
                     section = elf.get_section_by_name(section_name)
@@ -71,16 +80,23 @@ class _Module:
         except Exception as exc:  # a malformed or vanished file: addresses stay module+offset
             self.error = f"{self.path}: {exc}"
             return
+        self.bias -= first_vaddr
         symbols.sort()
         for start, size, name in symbols:
             self.starts.append(start)
             self.ends.append(start + size)
             self.names.append(name)
+        native_symcache.store(self.path, symbols=[first_vaddr, self.starts, self.ends, self.names])
 
     def function_start(self, vaddr: int) -> int | None:
         """Start of the function holding vaddr, from the unwind table (which stripped files keep)."""
         if self._fde_starts is None:
-            self._fde_starts = _eh_frame_starts(self.path)
+            cached = native_symcache.load(self.path).get("function_starts")
+            if isinstance(cached, list) and all(type(x) is int for x in cached):
+                self._fde_starts = cached
+            else:
+                self._fde_starts = _eh_frame_starts(self.path)
+                native_symcache.store(self.path, function_starts=self._fde_starts)
         i = bisect.bisect_right(self._fde_starts, vaddr) - 1
         return self._fde_starts[i] if i >= 0 else None
 
@@ -94,6 +110,22 @@ class _Module:
                 break
             i -= 1
         return None
+
+
+def _valid_symbols(cached: Any) -> TypeGuard[list[Any]]:
+    """A cached [first_vaddr, starts, ends, names] that this module can use as it is."""
+    if not (isinstance(cached, list) and len(cached) == 4 and type(cached[0]) is int):
+        return False
+    _, starts, ends, names = cached
+    return (
+        isinstance(starts, list)
+        and isinstance(ends, list)
+        and isinstance(names, list)
+        and len(starts) == len(ends) == len(names)
+        and all(type(x) is int for x in starts)
+        and all(type(x) is int for x in ends)
+        and all(type(x) is str for x in names)
+    )
 
 
 def _functions(elf: Any, section: Any) -> list[tuple[int, int, str]]:
@@ -215,7 +247,7 @@ class Symbolizer:
         mod = self._modules.get(path)
         if mod is None:
             mod = self._modules[path] = _Module(path, base)
-            mod.load(_first_load_vaddr)
+            mod.load()
             if mod.error and len(self.errors) < 5:
                 self.errors.append(mod.error)
         return mod
