@@ -41,13 +41,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
 
 from .model import Marker, Profile
 from .session import ProfileSession, active_sessions
 from .settings import DEFAULT_MAX_DEPTH
 
-F = TypeVar("F", bound=Callable[..., Any])
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
 
 _started: ProfileSession | None = None  # the session truestack.start() opened
 

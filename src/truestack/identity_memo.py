@@ -9,7 +9,11 @@ new object while it is remembered, and starts over at `limit` entries.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from .light_typing import Generic, TypeVar
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 K = TypeVar("K")
 V = TypeVar("V")

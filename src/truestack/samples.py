@@ -8,8 +8,8 @@ matter how many samples contain it.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
 
+from .light_typing import NamedTuple
 from .records import Record
 
 

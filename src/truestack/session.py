@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from . import __version__
 from .atomic_file import write_atomic
@@ -25,6 +24,7 @@ from .sampler import Sampler
 from .samples import Frame, Sample, SamplerStats
 from .settings import DEFAULT_MAX_DEPTH
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
 if TYPE_CHECKING:
     from .tasks import TaskTracker
 

@@ -46,13 +46,16 @@ import functools
 import os
 import threading
 import time
-from typing import Any
 
 from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
 from .native_resolve import CodeResolver
 from .native_stats import core_counters, sampler_notes
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 try:
     from .. import _native

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import Any
 
 from ..samples import Frame
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 _CACHE_LIMIT = 20_000  # code objects whose frames stay interned (pinned) at once
 

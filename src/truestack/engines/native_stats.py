@@ -5,7 +5,10 @@ when sampling did not go as asked."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _rate(interval_ns: int) -> str:

@@ -12,8 +12,8 @@ table, a header says how the profile was taken (engine, rate, losses).
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
+from ..light_typing import NamedTuple
 from ..model import Profile
 from ..model.aggregate import EMPTY_STACK_LABEL, aggregate
 from ..model.facts import header_lines

@@ -16,8 +16,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import NamedTuple
 
+from ..light_typing import NamedTuple
 from .profile import Profile
 
 EMPTY_STACK_LABEL = "(no frames)"

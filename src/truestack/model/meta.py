@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from ..records import Record
 from ..samples import SamplerStats
 from .processes import ProcessInfo, processes_from_list
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 # 1: the free-form dict of truestack 0.1 (same key names, no "meta_version").
 # 2: the same keys, written from ProfileMeta, tagged with "meta_version".

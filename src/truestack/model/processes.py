@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..records import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMAND_CHARS = 100  # a process's command line in labels is cut to this many characters
 HOWS = ("main", "fork", "exec")

@@ -11,13 +11,17 @@ import threading
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
 
 from ..identity_memo import MISSING, IdentityMemo
+from ..light_typing import NamedTuple
 from ..records import Record
 from ..samples import Frame, Sample
 from .meta import ProfileMeta
 from .tables import KINDS, FrameRow, Func, InternTable, StackTable, StringTable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 STATES = ("unknown", "running", "idle", "awaiting")
 _STATE_INDEX = {name: i for i, name in enumerate(STATES)}

@@ -23,13 +23,16 @@ import struct
 import sys
 import zlib
 from array import array
-from typing import Any, BinaryIO
 
 from ..atomic_file import write_atomic
 from ..samples import FRAME_KINDS
 from .meta import ProfileMeta
 from .profile import STATES, Marker, Profile, ThreadSamples
 from .tables import FrameRow, Func
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 MAGIC = b"TSPROF\r\n"
 FORMAT_VERSION = 1

@@ -20,12 +20,15 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from typing import Any, BinaryIO
 
 from .meta import ProfileMeta
 from .profile import Marker, Profile
 from .storage import column_bytes, read_column
 from .tables import FrameRow, Func
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 STREAM_MAGIC = b"TSSTRM\r\n"
 STREAM_VERSION = 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from typing import Generic, NamedTuple, TypeVar
 
+from ..light_typing import Generic, NamedTuple, TypeVar
 from ..samples import FRAME_KINDS
 
 KINDS = FRAME_KINDS  # FrameRow.kind indexes this

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from ..light_typing import NamedTuple
 from ..samples import is_task_thread
 from .profile import STATES, Profile
 

@@ -13,9 +13,9 @@ loses at most one drain interval.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
-from typing import BinaryIO, NoReturn
 
 from ..errors import UsageError
 from ..target import resolve_target
@@ -23,6 +23,10 @@ from .children import ChildWatch
 from .plan import Plan
 from .run import run_in_process
 from .sink import StreamSink
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import BinaryIO, NoReturn
 
 
 def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
@@ -33,6 +37,11 @@ def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
     in a plain `python script.py`.
     """
     _forget_launcher_path()
+    # What truestack loaded since the fork lives until exit, as what it loaded before (launch.py):
+    # frozen out of the collector's sight, the program's full collections do not traverse it, nor
+    # does the interpreter's last collection at exit, which `record` waits for. Before the program's
+    # own code runs (finding a `-m` module imports its package), so none of the program's is frozen.
+    gc.freeze()
     target = plan.target
     try:
         if target.kind == "module":

@@ -8,7 +8,10 @@ import os
 import re
 import sys
 from _thread import get_ident
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 _PYTHON = re.compile(r"python[\d.]*$")
 

@@ -30,16 +30,20 @@ import os
 import signal
 import sys
 import threading
-from typing import NoReturn, Protocol
 
 from ..api import mark
 from ..engines import EngineUnavailable
 from ..errors import UsageError
+from ..light_typing import Protocol
 from ..model import Profile
 from ..session import ProfileSession
 from ..target import run_target
 from .plan import Plan
 from .stacks import make_frame_stripper
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 class ProfileSink(Protocol):

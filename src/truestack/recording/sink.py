@@ -8,8 +8,8 @@ own connection to the recorder's socket (`follow.py`).
 from __future__ import annotations
 
 import time
-from typing import BinaryIO, Protocol
 
+from ..light_typing import Protocol
 from ..model import Profile
 from ..model.stream import ProfileStreamWriter
 from ..session import ProfileSession, StackFilter
@@ -17,6 +17,7 @@ from ..session import ProfileSession, StackFilter
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket  # at run time only where a socket is used: its import costs every `record` ~5 ms
+    from typing import BinaryIO
 
     from .children import ChildWatch
 
