@@ -3,8 +3,9 @@
 Addresses are mapped to modules through /proc/self/maps (read again when an
 address falls outside every known module: a module loaded since), and to
 functions through the module's ELF symbol table, read with pyelftools once
-per file and kept across runs (`native_symcache.py`): `.symtab` when the file has one (static functions such as zlib's
-`deflate_slow` are only there), else `.dynsym`. A symbol is used only if the
+per file and kept across runs (`native_symcache.py`): `.symtab` when the
+file has one (static functions such as zlib's `deflate_slow` are only
+there), else `.dynsym`. A symbol is used only if the
 address lies inside it (start + size): the nearest preceding exported symbol
 of a stripped library is usually a different function. Anything else reads
 `module+0xoffset`: the start of the function holding the address, from
@@ -53,9 +54,11 @@ class _Module:
         self.names: list[str] = []
         self.error = ""
         self._fde_starts: list[int] | None = None  # function starts from .eh_frame_hdr, read on demand
+        self._cached: dict[str, Any] = {}  # what native_symcache kept for this file
 
     def load(self) -> None:
-        cached = native_symcache.load(self.path).get("symbols")
+        self._cached = native_symcache.load(self.path)
+        cached = self._cached.get("symbols")
         if _valid_symbols(cached):
             first_vaddr, self.starts, self.ends, self.names = cached
             self.bias -= first_vaddr
@@ -91,7 +94,7 @@ class _Module:
     def function_start(self, vaddr: int) -> int | None:
         """Start of the function holding vaddr, from the unwind table (which stripped files keep)."""
         if self._fde_starts is None:
-            cached = native_symcache.load(self.path).get("function_starts")
+            cached = self._cached.get("function_starts")
             if isinstance(cached, list) and all(type(x) is int for x in cached):
                 self._fde_starts = cached
             else:
