@@ -185,35 +185,85 @@ def test_hook_is_gone_in_a_forked_child():
     assert "add" not in vars(_task_set())
 
 
-def test_tracker_counts_freeing_finished_tasks_apart():
-    # The tracker holds each task until one drain after it is seen done; the
-    # drain that lets go of it pays its deallocation, which the program would
-    # pay without --async: counted apart (free_ns) and said in the note.
+def _finished_tasks(tracker, n: int):
+    """Run n tasks to completion under the tracker's hook; weak references to them and their coroutines."""
     import weakref
-
-    from truestack.tasks import TaskTracker
-
-    tracker = TaskTracker(wall=True)
-    assert tracker.start()
 
     async def noop():
         pass
 
     async def main():
-        await asyncio.gather(*(asyncio.create_task(noop()) for _ in range(200)))
+        await asyncio.gather(*(asyncio.create_task(noop()) for _ in range(n)))
 
+    asyncio.run(main())
+    return [(weakref.ref(task), coro) for task, coro, _ in tracker.hook._new if "_finished_tasks" in coro.__qualname__]
+
+
+def _running_sample(coro_id: int, time_ns: int):
+    from truestack.samples import Frame, Sample
+
+    return Sample(1, "MainThread", time_ns, 1_000_000, (Frame("noop", "x.py", 2, 1),), coro=coro_id)
+
+
+def test_tracker_lets_go_of_unsampled_finished_tasks_at_once_and_counts_freeing_apart():
+    # A task that ended without a sample is let go by the drain that sees it done:
+    # that drain pays its deallocation, which the program would pay without
+    # --async, counted apart (free_ns) and said in the note.
+    from truestack.tasks import TaskTracker
+
+    tracker = TaskTracker(wall=True)
+    assert tracker.start()
     try:
-        asyncio.run(main())
-        tasks = [weakref.ref(task) for task, coro, _ in tracker.hook._new if "counts_freeing" in coro.__qualname__]
-        assert len(tasks) == 201
-        tracker.process([])  # registers them, sees them done
+        tasks = _finished_tasks(tracker, 200)
+        refs = [ref for ref, _ in tasks]
+        del tasks
+        assert len(refs) == 201  # and main's own task
+        tracker.process([])  # registers them, sees them done, lets go of them
         assert tracker.tasks_seen >= 201
-        assert any(ref() is not None for ref in tasks)  # kept one drain after done
-        tracker.process([])  # lets go of them: freed here
-        tracker.process([])
     finally:
         tracker.stop()
-    assert all(ref() is None for ref in tasks)
+    assert all(ref() is None for ref in refs)
     assert 0 < tracker.free_ns <= tracker.cpu_ns
     note = next(n for n in tracker.notes("native-wall") if "tasks tracked" in n)
     assert "freeing finished tasks" in note and f"{tracker.free_ns / 1e6:.1f} ms of it" in note
+
+
+def test_tracker_keeps_a_sampled_finished_task_one_drain_for_its_late_samples():
+    import time
+
+    from truestack.tasks import TaskTracker
+
+    tracker = TaskTracker(wall=False)
+    assert tracker.start()
+    try:
+        tasks = _finished_tasks(tracker, 3)
+        (ref, coro), others = tasks[0], tasks[1:]
+        key = id(coro)
+        del tasks, coro
+        now = time.monotonic_ns()
+        first = tracker.process([_running_sample(key, now)])  # seen done, and sampled
+        late = tracker.process([_running_sample(key, now)])  # a sample published after that drain read
+        assert first[0].thread_name.startswith("task:") and late[0].thread_name == first[0].thread_name
+        assert ref() is None  # ... and let go once that drain is over
+        assert all(other() is None for other, _ in others)  # unsampled: let go by the first drain
+    finally:
+        tracker.stop()
+
+
+def test_tracker_never_labels_a_sample_with_a_task_created_after_it():
+    # A coroutine address can be reused once an unsampled task is let go: a late
+    # sample of the old task must not take the name of the new one.
+    import time
+
+    from truestack.tasks import TaskTracker
+
+    tracker = TaskTracker(wall=False)
+    assert tracker.start()
+    try:
+        before = time.monotonic_ns()
+        tasks = _finished_tasks(tracker, 1)
+        key = id(tasks[0][1])
+        out = tracker.process([_running_sample(key, before)])
+        assert out[0].thread_name == "MainThread"  # older than the task registered at that address
+    finally:
+        tracker.stop()

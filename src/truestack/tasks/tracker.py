@@ -11,16 +11,20 @@ parent waits for it (an awaited Task, `gather`, a `TaskGroup`).
   `Handle._run`) cut off below the coroutine's frame, its state `running`
   (a task blocking the loop in a sync call is what an asyncio user looks for:
   it must not go with the idle samples);
-- awaiting (wall mode): at each drain every pending task gets one sample
-  with its await chain as the stack, weighing the wall time since the
-  previous drain (or its creation) minus what its running samples of that
-  interval already weigh, so running + awaiting is the task's lifetime;
-  a task seen done gets the same from the previous drain up to its latest
-  running sample (it ended in a running step, within one interval of it).
+- awaiting (wall mode): each time a pending task's await chain is walked
+  (at a drain, within the walk budget) it gets one sample with that chain
+  as the stack, weighing the wall time since it was last settled (its
+  previous walk, or its creation) minus what its running samples of that
+  time already weigh, so running + awaiting is the task's lifetime; a task
+  seen done gets the same up to its latest running sample (it ended in a
+  running step, within one interval of it).
 
-A task is kept one drain after it is seen done, so samples of a task that
-finished between two drains still find it, and its coroutine's address
-cannot be reused meanwhile (the registry holds it).
+A task with samples is kept one drain after it is seen done, so its samples
+that reach the next drain still find it, and its coroutine's address cannot
+be reused meanwhile (the registry holds it). One without (most short tasks)
+is let go by the drain that sees it done, with no bookkeeping for it; a late
+sample then finds no task, or one created after it, and stays unlabelled
+(`_sampled_fresh`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 
 from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, FrameKind, Sample
 from .chain import await_chain, code_frame
-from .hook import TaskHook
+from .hook import NewTask, TaskHook
 
 _WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL held) ...
 _WALKS_MIN = 32  # ... once this many tasks are walked
@@ -71,9 +75,9 @@ class _Task:
         self.task = task
         self.coro = coro
         self.last_ns = created_ns  # its time is accounted for up to here
-        self.ran_ns = 0  # running weight since the last drain
-        self.last_run_ns = 0  # time of its latest running sample
-        self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain not walked since)
+        self.ran_ns = 0  # running weight since last_ns (wall mode)
+        self.last_run_ns = 0  # time of its latest running sample (wall mode)
+        self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain was empty)
         self.walked_ns = 0  # when its await chain was last walked (0: never)
         self.done = False
         self.name = ""
@@ -124,7 +128,13 @@ class TaskTracker:
     def __init__(self, wall: bool) -> None:
         self.wall = wall
         self.hook = TaskHook()
+        # Both by coroutine id. A task is kept as the hook gave it (`_fresh`) until it has a
+        # sample, is walked or is adopted; most short tasks never are. Then it becomes a _Task.
+        self._fresh: dict[int, NewTask] = {}
         self._by_coro: dict[int, _Task] = {}
+        # Seen done while still fresh, at this drain: kept for this drain's samples only (see
+        # _sampled_fresh for a later one).
+        self._fresh_done: dict[int, NewTask] = {}
         # Unique across the processes of one profile (record --subprocesses merges them by id).
         self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
         self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
@@ -168,17 +178,19 @@ class TaskTracker:
         now = time.monotonic_ns() if now_ns is None else now_ns
         self._drain_ns = now
         self._register()
-        pending = self._snapshot()
+        walked = self._snapshot()
         prefix = _Prefixes(self._tids)
         out: list[Sample] = []
+        by_coro = self._by_coro
         for sample in batch:
-            info = self._by_coro.get(sample.coro) if sample.coro else None
+            info = (by_coro.get(sample.coro) or self._sampled_fresh(sample)) if sample.coro else None
             if info is None:
                 out.append(sample)
                 continue
-            info.ran_ns += sample.weight_ns
-            if sample.time_ns > info.last_run_ns:
-                info.last_run_ns = sample.time_ns
+            if self.wall:
+                info.ran_ns += sample.weight_ns
+                if sample.time_ns > info.last_run_ns:
+                    info.last_run_ns = sample.time_ns
             frames = prefix(info)  # labels it
             sample.thread_id, sample.thread_name = info.tid, info.name
             # Holding the loop is running from the task's side, even blocked in a sync call
@@ -187,36 +199,68 @@ class TaskTracker:
             sample.frames = frames + self._from_coroutine(info, sample.frames)
             out.append(sample)
         if self.wall:
-            out.extend(self._awaiting(pending, prefix, now))
+            out.extend(self._awaiting(walked, prefix, now))
             out.extend(self._last_awaits(prefix))
-        for info in pending:
-            info.ran_ns = 0
         # Seen done at the previous drain: every sample of it has been drained since.
         # Dropping the last reference frees the task and its coroutine here: the
         # program's own cost, moved to the collector, counted apart (free_ns).
         freeing = time.thread_time_ns()
         for key in self._done_before:
-            del self._by_coro[key]
+            del by_coro[key]
+        self._fresh_done.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
         return out
 
     # -- steps ----------------------------------------------------------
     def _register(self) -> None:
-        for task, coro, created in self.hook.take():
-            if coro is None or id(coro) in self._by_coro:
+        fresh, by_coro = self._fresh, self._by_coro
+        for new in self.hook.take():
+            coro = new[1]
+            if coro is None or id(coro) in fresh or id(coro) in by_coro:
                 continue
-            info = _Task(task, coro, created)
+            fresh[id(coro)] = new
             self.tasks_seen += 1
-            self._by_coro[id(coro)] = info
+
+    def _materialise(self, key: int, new: NewTask) -> _Task:
+        info = self._by_coro[key] = _Task(*new)
+        return info
+
+    def _sampled_fresh(self, sample: Sample) -> _Task | None:
+        """The task a sample's coroutine id names, if it is known but not yet a _Task.
+
+        A task that ended unsampled is let go at the drain that sees it done, not one drain
+        later as a _Task is. A sample of it that only reaches the next drain (taken before the
+        task ended, its slot published after this drain read the ring: rare, it needs another
+        thread's handler to be mid-sample) finds no task, or a newer one at the same address,
+        created after the sample was taken: it is then left unlabelled, never mislabelled."""
+        key = sample.coro
+        for kept in (self._fresh, self._fresh_done):
+            new = kept.get(key)
+            if new is not None:
+                break
+        else:
+            return None
+        if new[2] > sample.time_ns:  # created after the sample: that was a task let go before
+            return None
+        del kept[key]
+        info = self._materialise(key, new)
+        if kept is self._fresh_done:
+            info.done = True
+            self._done.append(key)  # forgotten at the next drain, as the _Tasks seen done now
+        return info
 
     def _snapshot(self) -> list[_Task]:
-        """The tasks still pending; the await chains of those walked longest ago, within the budget.
+        """Walks the await chains of the pending tasks walked longest ago, within the budget;
+        returns the tasks walked.
 
         A walk costs ~10 µs per task with the GIL held: with thousands of tasks
-        pending, walking all at every drain would stall the program. Time is
-        still accounted for every task at every drain (`_awaiting`); a task not
-        walked this time records it at its next walk."""
+        pending, walking all at every drain would stall the program. A task's
+        time is settled when it is walked (`_awaiting`): one not walked this
+        time records it at its next walk."""
+        fresh, fresh_done = self._fresh, self._fresh_done
+        for key in [key for key, new in fresh.items() if new[0].done()]:
+            fresh_done[key] = fresh.pop(key)
         pending = []
         for key, info in self._by_coro.items():
             if info.done:
@@ -228,10 +272,18 @@ class TaskTracker:
                 pending.append(info)
         if len(pending) > _WALKS_MIN:
             pending.sort(key=_walked)
+        # Never walked first (the fresh, oldest first), then those walked longest ago.
+        candidates: list[int | _Task] = [*fresh, *pending]
         deadline = time.perf_counter() + _WALK_BUDGET_S
-        for i, info in enumerate(pending):
+        walked = []
+        for i, candidate in enumerate(candidates):
             if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
                 break
+            if isinstance(candidate, _Task):
+                info = candidate
+            else:  # adopted (made a _Task) by a walk before it in this loop, or still fresh
+                info = self._by_coro.get(candidate) or self._materialise(candidate, fresh.pop(candidate))
+            walked.append(info)
             chain = await_chain(info.coro)
             # Caught mid-step (the collector took the GIL at a switch interval):
             # what it awaited before this step is what its waiting time was spent on.
@@ -241,13 +293,16 @@ class TaskTracker:
                 info.children = chain.children
                 self._adopt(info)
             info.walked_ns = self._drain_ns
-        return pending
+        return walked
 
     def _adopt(self, parent: _Task) -> None:
         """Its children (walked just now) show under it from now on."""
         for child in parent.children:
             get_coro = getattr(child, "get_coro", None)
-            info = self._by_coro.get(id(get_coro())) if get_coro is not None else None
+            key = id(get_coro()) if get_coro is not None else 0
+            info = self._by_coro.get(key)
+            if info is None and key in self._fresh:
+                info = self._materialise(key, self._fresh.pop(key))
             if info is not None and info is not parent:
                 info.parent = parent
 
@@ -261,14 +316,18 @@ class TaskTracker:
                     return frames[i:]
         return frames
 
-    def _awaiting(self, pending: list[_Task], prefix: _Prefixes, now: int) -> list[Sample]:
+    def _awaiting(self, walked: list[_Task], prefix: _Prefixes, now: int) -> list[Sample]:
+        """The tasks walked at this drain: their awaiting time since they were last settled.
+
+        Only a walk can say what a task awaited, so a task's time is settled when it is
+        walked (or seen done), not at every drain: with thousands pending, a drain touches
+        only the few it walks."""
         out = []
-        for info in pending:
+        for info in walked:
             info.owed_ns = max(info.owed_ns + now - info.last_ns - info.ran_ns, 0)
-            info.last_ns = now
-            if info.walked_ns != self._drain_ns or info.owed_ns == 0 or not info.chain:
-                continue
-            out.append(self._awaiting_sample(info, prefix, now))
+            info.last_ns, info.ran_ns = now, 0
+            if info.owed_ns and info.chain:
+                out.append(self._awaiting_sample(info, prefix, now))
         return out
 
     def _last_awaits(self, prefix: _Prefixes) -> list[Sample]:
