@@ -67,11 +67,13 @@ def stop() -> None: ...
 def drain(
     resolve_frame: Callable[[Any, int], Any] | None = None,
     finish: Callable[[tuple[Any, ...], str | None, int], tuple[Any, ...]] | None = None,
+    shims: bool = False,
     /,
 ) -> list[RawSample]:
-    """Every pending sample, oldest first. With the resolvers (and no --native data) a sample's frames are
-    finish(frames, partial, depth), frames root first from resolve_frame(code, offset) or, for a code that died
-    before the drain, resolve_frame((qualname, file, firstlineno), line), None left out. Both are made once per
+    """Every pending sample, oldest first. With the resolvers a sample's frames are finish(frames, partial,
+    depth), frames root first from resolve_frame(code, offset) or, for a code that died before the drain,
+    resolve_frame((qualname, file, firstlineno), line), None left out (kept with `shims`, as --native needs to
+    place its C frames; without it, samples with --native data are not resolved). Both are made once per
     distinct frame and stack (the cache pins the code objects); later samples get the same objects."""
 
 def stack_cache_clear() -> None:

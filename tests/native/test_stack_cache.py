@@ -20,6 +20,20 @@ def test_cached_stacks_are_the_stacks_that_ran(mode):
     assert r["reused"] == counts["hits"], r
 
 
+def test_native_samples_python_frames_come_from_the_cache_and_are_the_stacks_that_ran():
+    # --native: the Python half of each sample is resolved through the same cache (shims kept
+    # in place for the C frames), and each distinct merge with the C half made once.
+    r = run_workload("wl_stack_cache.py", "cpu", 1.5, "native")
+    counts = r["counts"]
+    assert r["samples"] >= 300 and r["distinct_stacks"] >= 100, r
+    assert r["with_c_frames"] >= r["samples"] * 0.9, r  # --native was on
+    assert r["churned"] >= 50, r
+    assert r["n_wrong"] == 0, r
+    assert counts["hits"] >= 100 and counts["misses"] >= 100, r
+    # Samples whose Python and C halves both repeat get the very tuple made for the first of them.
+    assert r["reused"] > 0, r
+
+
 def test_the_last_drain_lets_go_of_the_cache():
     r = run_workload("wl_stack_cache.py", "cpu", 0.5)
     stacks, frames = r["counts_after_stop"][:2]

@@ -20,9 +20,9 @@ class Collector:
 
     def __init__(self, mode: str, rate: float, max_depth: int = 128,
                  on_batch: Callable[[list[Sample]], None] | None = None, keep: bool = True,
-                 inline: bool = False) -> None:
+                 inline: bool = False, native: bool = False) -> None:
         cls = NativeCpuEngine if mode == "cpu" else NativeWallEngine
-        self.engine = cls(mode, rate, max_depth)
+        self.engine = cls(mode, rate, max_depth, native=native)
         self.samples: list[Sample] = []
         self._on_batch = on_batch
         self._keep = keep

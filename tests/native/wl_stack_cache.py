@@ -8,7 +8,10 @@ two call sites gives hundreds of distinct stacks (cache misses as well as
 hits); exec'd functions that die right after running give frames whose code
 is gone by the drain. The cache is emptied once midway, as it is when full.
 
-usage: wl_stack_cache.py MODE SECONDS
+With `native`, samples carry their C frames too (--native): the Python
+frames of each are checked the same way, the C frames left out.
+
+usage: wl_stack_cache.py MODE SECONDS [native]
 """
 import bisect
 import sys
@@ -56,10 +59,10 @@ def churn(i):
     namespace[f"churned_{i % 7}"](i)
 
 
-def main(mode, seconds):
+def main(mode, seconds, native=False):
     code = leaf.__code__
     base_refs = sys.getrefcount(code)
-    with Collector(mode, 2000, inline=True) as c:
+    with Collector(mode, 2000, inline=True, native=native) as c:
         end = time.monotonic() + seconds
         cleared, i = False, 0
         while time.monotonic() < end:
@@ -73,13 +76,16 @@ def main(mode, seconds):
     counts = c.engine.stats().extra["stack_cache"]
     starts = [r[0] for r in RAN]
     samples, wrong, by_value = [], [], {}
+    with_c = 0
     for s in c.samples:
         at = bisect.bisect_right(starts, s.time_ns) - 1
-        names = [f.name for f in s.frames]
+        python = [f for f in s.frames if f.kind != "native"]
+        with_c += len(python) < len(s.frames)
+        names = [f.name for f in python]
         if at < 0 or s.time_ns > RAN[at][1] or "leaf" not in names:
             continue  # not inside a leaf's timed loop
         samples.append(s)
-        got = tuple((f.name, f.first_line, f.line) for f in s.frames[names.index("main") - 1:names.index("leaf") + 1])
+        got = tuple((f.name, f.first_line, f.line) for f in python[names.index("main") - 1:names.index("leaf") + 1])
         if (*got[:-1], (got[-1][0], got[-1][1], None)) != RAN[at][2]:  # the leaf's line moves; its callers' do not
             wrong.append(got)
         by_value.setdefault(s.frames, set()).add(id(s.frames))
@@ -90,6 +96,7 @@ def main(mode, seconds):
     del c
     emit({
         "reused": reused,
+        "with_c_frames": with_c,
         "samples": len(samples),
         "distinct_stacks": len(by_value),
         "stack_objects": sum(len(ids) for ids in by_value.values()),
@@ -102,4 +109,4 @@ def main(mode, seconds):
     })
 
 
-main(sys.argv[1], float(sys.argv[2]))
+main(sys.argv[1], float(sys.argv[2]), sys.argv[3:] == ["native"])

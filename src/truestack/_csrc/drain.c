@@ -112,7 +112,8 @@ static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames, PyO
 PyObject *ts_py_drain(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *resolve_frame = Py_None, *finish = Py_None;
-    if (!PyArg_ParseTuple(args, "|OO:drain", &resolve_frame, &finish)) return NULL;
+    int shims = 0; /* --native: shims stay in as None, and native samples are cached too */
+    if (!PyArg_ParseTuple(args, "|OOp:drain", &resolve_frame, &finish, &shims)) return NULL;
     int cached = resolve_frame != Py_None;
     if (cached && !(PyCallable_Check(resolve_frame) && PyCallable_Check(finish)))
         return PyErr_Format(PyExc_TypeError, "drain(resolve_frame, finish): both must be callable");
@@ -125,8 +126,8 @@ PyObject *ts_py_drain(PyObject *self, PyObject *args) {
     for (size_t i = 0; out && i < st.n; i++) {
         ts_ssample *s = &st.samples[i];
         PyObject *partial = partial_of(s), *frames = NULL;
-        if (partial && cached && s->native_why == TS_NATIVE_OFF)
-            frames = ts_stackcache_get(&st, s, partial, resolve_frame, finish);
+        if (partial && cached && (shims || s->native_why == TS_NATIVE_OFF))
+            frames = ts_stackcache_get(&st, s, partial, resolve_frame, finish, shims);
         else if (partial)
             frames = build_frames(&st, s);
         PyObject *item = frames ? raw_sample(&st, s, frames, partial) : NULL;

@@ -463,10 +463,11 @@ static PyMethodDef methods[] = {
      "return addresses kept per sample (--native)"},
     {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
     {"drain", ts_py_drain, METH_VARARGS,
-     "drain(resolve_frame=None, finish=None) -> [RawSample]; frames is a flat tuple leaf-first (obj, n, obj, n, "
-     "...): obj a code object and n its byte offset, or obj a (qualname, filename, firstlineno) tuple (code already "
-     "dead) and n its line. With the resolvers (and no --native data), frames is finish(root-first tuple of "
-     "resolve_frame(obj, n), None left out; partial; depth), made once per distinct stack, then from the cache."},
+     "drain(resolve_frame=None, finish=None, shims=False) -> [RawSample]; frames is a flat tuple leaf-first (obj, "
+     "n, obj, n, ...): obj a code object and n its byte offset, or obj a (qualname, filename, firstlineno) tuple "
+     "(code already dead) and n its line. With the resolvers, frames is finish(root-first tuple of "
+     "resolve_frame(obj, n), None left out, or kept with shims; partial; depth), made once per distinct stack, then "
+     "from the cache; without shims, samples with --native data are left uncached."},
     {"stack_cache_clear", py_stack_cache_clear, METH_NOARGS,
      "Let go of every stack the drain's cache holds (and the code objects it pins)."},
     {"stack_cache_counts", py_stack_cache_counts, METH_NOARGS,

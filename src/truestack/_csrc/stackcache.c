@@ -18,7 +18,7 @@ typedef struct {
     uint64_t hash;
     size_t first; /* into frames */
     uint32_t nframes, depth;
-    uint8_t partial;
+    uint8_t partial, shims;
     PyObject *value; /* strong ref: what resolve() made of it */
 } entry;
 
@@ -35,8 +35,8 @@ static uint64_t mix(uint64_t h, uint64_t v) {
     return h * 0xff51afd7ed558ccdull;
 }
 
-static uint64_t key_hash(const ts_staging *st, const ts_ssample *s) {
-    uint64_t h = mix(mix(0x84222325cbf29ce4ull, s->partial), s->depth);
+static uint64_t key_hash(const ts_staging *st, const ts_ssample *s, int shims) {
+    uint64_t h = mix(mix(mix(0x84222325cbf29ce4ull, s->partial), s->depth), (uint64_t)shims);
     for (uint32_t i = 0; i < s->nframes; i++) {
         const ts_sframe *f = &st->frames[s->first + i];
         h = mix(mix(h, (uint64_t)(uintptr_t)f->obj), (uint64_t)(uint32_t)f->off);
@@ -44,8 +44,10 @@ static uint64_t key_hash(const ts_staging *st, const ts_ssample *s) {
     return h;
 }
 
-static int same_key(const entry *e, uint64_t h, const ts_staging *st, const ts_ssample *s) {
-    if (e->hash != h || e->nframes != s->nframes || e->depth != s->depth || e->partial != s->partial) return 0;
+static int same_key(const entry *e, uint64_t h, const ts_staging *st, const ts_ssample *s, int shims) {
+    if (e->hash != h || e->nframes != s->nframes || e->depth != s->depth || e->partial != s->partial ||
+        e->shims != shims)
+        return 0;
     for (uint32_t i = 0; i < s->nframes; i++) {
         const ts_sframe *f = &st->frames[s->first + i];
         const key_frame *k = &frames[e->first + i];
@@ -54,14 +56,14 @@ static int same_key(const entry *e, uint64_t h, const ts_staging *st, const ts_s
     return 1;
 }
 
-static size_t *probe(uint64_t h, const ts_staging *st, const ts_ssample *s, entry **found) {
+static size_t *probe(uint64_t h, const ts_staging *st, const ts_ssample *s, int shims, entry **found) {
     *found = NULL;
     if (!nslots) return NULL;
     size_t mask = nslots - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         if (!slots[i]) return (size_t *)(uintptr_t)(i + 1); /* where it would go (+1: never NULL) */
         entry *e = &entries[slots[i] - 1];
-        if (same_key(e, h, st, s)) {
+        if (same_key(e, h, st, s, shims)) {
             *found = e;
             return NULL;
         }
@@ -172,10 +174,10 @@ static PyObject *frame_of(const ts_sframe *f, PyObject *resolve_frame, PyObject 
     return frame;
 }
 
-/* The stack of s, root first, shims left out, handed to finish(frames,
- * partial, depth) for its root. New reference. */
+/* The stack of s, root first, shims left out (or kept as None), handed to
+ * finish(frames, partial, depth) for its root. New reference. */
 static PyObject *call_resolve(PyObject *resolve_frame, PyObject *finish, const ts_staging *st, const ts_ssample *s,
-                              PyObject *partial) {
+                              PyObject *partial, int shims) {
     PyObject *t = PyTuple_New((Py_ssize_t)s->nframes);
     if (!t) return NULL;
     Py_ssize_t k = 0;
@@ -185,7 +187,7 @@ static PyObject *call_resolve(PyObject *resolve_frame, PyObject *finish, const t
             Py_DECREF(t);
             return NULL;
         }
-        if (frame != Py_None) PyTuple_SET_ITEM(t, k++, Py_NewRef(frame));
+        if (frame != Py_None || shims) PyTuple_SET_ITEM(t, k++, Py_NewRef(frame));
         Py_XDECREF(owned);
     }
     if (k < (Py_ssize_t)s->nframes) { /* shims were left out */
@@ -203,33 +205,33 @@ static void release_pins(ts_staging *st, ts_ssample *s) {
     for (uint32_t i = 0; i < s->nframes; i++) Py_CLEAR(st->frames[s->first + i].obj);
 }
 
-PyObject *ts_stackcache_get(ts_staging *st, ts_ssample *s, PyObject *partial, PyObject *resolve_frame,
-                            PyObject *finish) {
+PyObject *ts_stackcache_get(ts_staging *st, ts_ssample *s, PyObject *partial, PyObject *resolve_frame, PyObject *finish,
+                            int shims) {
     for (uint32_t i = 0; i < s->nframes; i++) {
         if (st->frames[s->first + i].kind & TS_KIND_RESOLVED) { /* a fresh identity tuple: never seen again */
             uncached++;
-            PyObject *value = call_resolve(resolve_frame, finish, st, s, partial);
+            PyObject *value = call_resolve(resolve_frame, finish, st, s, partial, shims);
             if (value) release_pins(st, s);
             return value;
         }
     }
-    uint64_t h = key_hash(st, s);
+    uint64_t h = key_hash(st, s, shims);
     entry *e;
-    probe(h, st, s, &e);
+    probe(h, st, s, shims, &e);
     if (e) {
         hits++;
         release_pins(st, s); /* the cache pins the same code objects: none of them can die here */
         return Py_NewRef(e->value);
     }
     misses++;
-    PyObject *value = call_resolve(resolve_frame, finish, st, s, partial);
+    PyObject *value = call_resolve(resolve_frame, finish, st, s, partial, shims);
     if (!value) return NULL;
     if (nentries >= MAX_STACKS || nframes_used + s->nframes > MAX_FRAMES) ts_stackcache_clear();
     if (reserve(s->nframes) < 0) { /* out of memory: this stack goes uncached */
         release_pins(st, s);
         return value;
     }
-    size_t *where = probe(h, st, s, &e); /* resolve() or the clear may have moved things */
+    size_t *where = probe(h, st, s, shims, &e); /* resolve() or the clear may have moved things */
     if (e) {
         release_pins(st, s);
         return value;
@@ -241,6 +243,7 @@ PyObject *ts_stackcache_get(ts_staging *st, ts_ssample *s, PyObject *partial, Py
     n->nframes = s->nframes;
     n->depth = s->depth;
     n->partial = s->partial;
+    n->shims = (uint8_t)shims;
     n->value = Py_NewRef(value);
     for (uint32_t i = 0; i < s->nframes; i++) { /* the staged pins become the cache's */
         ts_sframe *f = &st->frames[s->first + i];

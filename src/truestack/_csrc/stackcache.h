@@ -20,12 +20,14 @@ TS_HIDDEN_BEGIN
  * (their pins are consumed: the cache keeps them or they are released).
  * On a miss it is finish(frames, partial, depth), frames root first from
  * resolve_frame(code, offset) (made once per code and offset, cached too;
- * None leaves a frame out) or resolve_frame((qualname, file, firstlineno),
+ * None leaves a frame out, or stays in as None with `shims`, which --native
+ * needs to place its C frames; `shims` is part of the key) or
+ * resolve_frame((qualname, file, firstlineno),
  * line) for a code that died before the drain (a sample holding one is
  * resolved each time, never cached). New reference, or NULL with an
  * exception set. */
-PyObject *ts_stackcache_get(ts_staging *st, ts_ssample *s, PyObject *partial, PyObject *resolve_frame,
-                            PyObject *finish);
+PyObject *ts_stackcache_get(ts_staging *st, ts_ssample *s, PyObject *partial, PyObject *resolve_frame, PyObject *finish,
+                            int shims);
 /* Lets go of every cached stack and pinned code object. */
 void ts_stackcache_clear(void);
 /* (stacks cached, frames cached, samples answered from the cache, misses,

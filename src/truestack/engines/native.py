@@ -74,6 +74,15 @@ _active: _NativeEngine | None = None
 _forked = False
 
 
+def _with_root(frames: tuple[Frame, ...], partial: str | None, cut: bool) -> tuple[Frame, ...]:
+    """The stack under a root saying the walk was partial, or cut at max_depth."""
+    if partial is not None:
+        return (_partial_root(partial), *frames)
+    if cut:
+        return (_TRUNCATED, *frames)
+    return frames
+
+
 @functools.cache  # a few reasons: one interned root frame each
 def _partial_root(reason: str) -> Frame:
     return Frame(f"[partial stack: {reason}]", "", 0, 0, FrameKind.TRUNCATED.value)
@@ -236,22 +245,12 @@ class _NativeEngine(Engine):
         partial (the leaf end is right and its callers are missing, or nothing could be walked: a
         sub-interpreter's thread, no thread state) or cut at max_depth. The drain's stack cache calls
         it once per distinct stack and hands the same tuple back for every later sample of that stack."""
-        if partial is not None:
-            return (_partial_root(partial), *frames)
-        if depth > len(frames):
-            return (_TRUNCATED, *frames)
-        return frames
+        return _with_root(frames, partial, depth > len(frames))
 
-    def _native_stack(self, raw: Any) -> tuple[Frame, ...]:
-        # --native: shims kept as None to place the C frames, then the C frames added (never cached:
-        # the C half differs sample by sample)
-        python = self._resolve(raw.frames, True)
-        kept = len(python) - python.count(None)  # Python frames: what the true depth is compared with
-        frames: tuple[Frame, ...] = self._stacks.stack(python, raw)
-        if raw.partial is not None:
-            return (_partial_root(raw.partial), *frames)
-        if raw.depth > kept:
-            return (_TRUNCATED, *frames)
+    @staticmethod
+    def _python_half(frames: tuple[Frame | None, ...], partial: str | None, depth: int) -> tuple[Frame | None, ...]:
+        """--native: the drain's cache keeps a stack's Python frames as they are (shims as None,
+        to place the C frames); the root is added once they are merged (NativeStacks.sample_stack)."""
         return frames
 
     def drain(self) -> list[Sample]:
@@ -264,7 +263,9 @@ class _NativeEngine(Engine):
             native = self._stacks is not None
             names = self._names
             partials = self._partial
-            resolvers = () if native else (self._resolve.frame, self._whole_stack)
+            resolvers = (
+                (self._resolve.frame, self._python_half, True) if native else (self._resolve.frame, self._whole_stack)
+            )
             for raw in _native.drain(*resolvers):
                 partial = raw.partial
                 if partial is not None:
@@ -276,7 +277,7 @@ class _NativeEngine(Engine):
                         names.get(tid) or f"thread-{tid}",
                         raw.time_ns,
                         raw.weight_ns,
-                        self._native_stack(raw) if native else raw.frames,
+                        self._stacks.sample_stack(raw, _with_root) if native else raw.frames,
                         raw.cpu_delta_ns,
                         raw.state,
                         raw.depth,
@@ -287,6 +288,8 @@ class _NativeEngine(Engine):
             self._drained += len(out)
             if not self._running:  # the last drain of this run: the cache's pins are let go
                 _native.stack_cache_clear()
+                if native:
+                    self._stacks.forget_merges()
             return out
 
     def charge_collector(self, cpu_ns: int) -> None:

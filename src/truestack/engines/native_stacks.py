@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..samples import Frame, FrameKind
 from .base import EngineUnavailable
 from .native_symbols import Symbolizer
 
-_CHAIN_CACHE = 50_000  # C call chains kept symbolized
+_CHAIN_CACHE = 50_000  # chains of return addresses kept symbolized
+_MERGE_CACHE = 50_000  # merged stacks kept (each holds its Python half)
 NATIVE_DEPTH = 128  # C return addresses kept per --native sample
 NO_LIBUNWIND = (
     "--native needs truestack built with libunwind: install libunwind-dev (Debian/Ubuntu) "
@@ -132,7 +133,9 @@ class NativeStacks:
     def __init__(self, show_all: bool) -> None:
         self.show_all = show_all
         self.symbols = Symbolizer()
-        self._chains: dict[tuple[int, ...], list[Frame]] = {}
+        self._chains: dict[tuple[int, ...], tuple[Frame, ...]] = {}  # return addresses -> their frames
+        # (ids of the Python half, the C leaf, the C callers, ...) -> (those three, the merged stack)
+        self._merged: dict[tuple[Any, ...], tuple[Any, Any, Any, tuple[Frame, ...]]] = {}
         self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
         self.samples = 0
 
@@ -146,23 +149,73 @@ class NativeStacks:
             raise EngineUnavailable(NO_LIBUNWIND)
         return cls(native_all)
 
+    def sample_stack(
+        self, raw: Any, with_root: Callable[[tuple[Frame, ...], str | None, bool], tuple[Frame, ...]]
+    ) -> tuple[Frame, ...]:
+        """A drained sample's whole stack, root first: its Python frames (`raw.frames`, one interned
+        tuple per distinct Python stack from the drain's cache, shims as None) merged with its C
+        frames, under `with_root(frames, partial, cut at max_depth)`. Each distinct merge is made
+        once: a hot loop repeats both halves, so most samples cost a few dict lookups."""
+        python = raw.frames
+        self.count(raw)
+        leaf, callers = self.c_frames(raw)
+        key = (id(python), id(leaf), id(callers), raw.segments, raw.native_missing, raw.partial, raw.depth)
+        known = self._merged.get(key)
+        if known is not None and known[0] is python and known[1] is leaf and known[2] is callers:
+            return known[3]
+        kept = len(python) - python.count(None)  # Python frames: what the true depth is compared with
+        frames = with_root(self.merge(python, raw, leaf, callers), raw.partial, raw.depth > kept)
+        if len(self._merged) >= _MERGE_CACHE:
+            self._merged.clear()
+        # The value holds what the key names by id, so no id in it can be reused while it is here.
+        self._merged[key] = (python, leaf, callers, frames)
+        return frames
+
+    def forget_merges(self) -> None:
+        """Lets go of the merged stacks (and the Python halves they hold): the run is over."""
+        self._merged.clear()
+
     def stack(self, python_root_first: Sequence[Frame | None], raw: object) -> tuple[Frame, ...]:
         """One sample's frames, root first. `python_root_first` has None where a shim was dropped."""
-        ips: tuple[int, ...] | None = getattr(raw, "native", None)
-        if ips is None:
-            return tuple(f for f in python_root_first if f is not None)
+        self.count(raw)
+        return self.merge(python_root_first, raw, *self.c_frames(raw))
+
+    def count(self, raw: object) -> None:
+        """Counts the sample, and why its C frames are missing if they are (the notes)."""
+        if getattr(raw, "native", None) is None:
+            return
         self.samples += 1
         why: str | None = getattr(raw, "native_missing", None)
         if why is not None:
             self.missing[why] = self.missing.get(why, 0) + 1
-        native = self._chains.get(ips)  # a hot loop repeats its C call chains: symbolize each chain once
-        if native is None:
+
+    def c_frames(self, raw: object) -> tuple[Frame | None, tuple[Frame, ...]]:
+        """The sample's C frames, symbolized: (the interrupted function's, its callers' leaf first),
+        (None, ()) without native data. Every frame is one object per function (the symbolizer
+        interns them), and the callers' tuple one object per chain of return addresses: a hot loop
+        repeats its chains while the interrupted instruction moves, so both halves compare by
+        identity."""
+        ips: tuple[int, ...] | None = getattr(raw, "native", None)
+        if not ips:
+            return None, ()
+        frame = self.symbols.frame
+        key = ips[1:]
+        callers = self._chains.get(key)
+        if callers is None:
             if len(self._chains) > _CHAIN_CACHE:
                 self._chains.clear()
-            frame = self.symbols.frame
-            native = self._chains[ips] = [frame(ip, i == 0) for i, ip in enumerate(ips)]
+            callers = self._chains[key] = tuple(frame(ip, False) for ip in key)
+        return frame(ips[0], True), callers
+
+    def merge(
+        self, python_root_first: Sequence[Frame | None], raw: object, leaf: Frame | None, callers: tuple[Frame, ...]
+    ) -> tuple[Frame, ...]:
+        """The sample's Python frames and its C frames (`c_frames`) in one stack, root first."""
+        if leaf is None:
+            return tuple(f for f in python_root_first if f is not None)
         python = python_root_first[::-1]
-        merged = interleave(python, getattr(raw, "segments", None), native, why is None, self.show_all)
+        complete = getattr(raw, "native_missing", None) is None
+        merged = interleave(python, getattr(raw, "segments", None), (leaf, *callers), complete, self.show_all)
         return tuple(reversed(merged))
 
     def notes(self) -> list[str]:

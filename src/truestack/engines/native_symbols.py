@@ -216,6 +216,9 @@ class Symbolizer:
         self._bias: dict[str, int] = {}
         self._modules: dict[str, _Module] = {}
         self._frames: dict[int, Frame] = {}
+        # One object per distinct frame: the addresses of one function share it, so a stack's
+        # C half can be told apart from another's by identity (the collector's merge cache).
+        self._interned: dict[Frame, Frame] = {}
         self.errors: list[str] = []
 
     def _read_maps(self) -> None:
@@ -281,7 +284,8 @@ class Symbolizer:
             frame = Frame(label, mod.path, 0, 0, _NATIVE)
         if len(self._frames) > _CACHE_LIMIT:
             self._frames.clear()
-        self._frames[key] = frame
+            self._interned.clear()
+        frame = self._frames[key] = self._interned.setdefault(frame, frame)
         return frame
 
 
