@@ -145,6 +145,8 @@ def test_the_running_task_says_so():
 
 
 def test_hook_sees_every_task_and_uninstalls_cleanly():
+    import time
+
     hook = TaskHook()
     assert hook.install()
 
@@ -155,12 +157,17 @@ def test_hook_sees_every_task_and_uninstalls_cleanly():
         await asyncio.gather(*(asyncio.create_task(noop()) for _ in range(20)))
 
     try:
+        before = time.monotonic_ns()
         asyncio.run(main())
+        after = time.monotonic_ns()
         taken = hook.take()
     finally:
         hook.uninstall()
     assert len(taken) >= 21  # the 20 and main's own task
     assert all(coro is task.get_coro() or task.get_coro() is None for task, coro, _ in taken)
+    ours = [(task, created) for task, coro, created in taken if "uninstalls_cleanly" in coro.__qualname__]
+    assert len(ours) == 21 and len({id(task) for task, _ in ours}) == 21
+    assert all(before <= created <= after for _, created in ours)  # time.monotonic_ns's clock
     assert hook.take() == []
     asyncio.run(main())
     assert hook.take() == []  # uninstalled: nothing more recorded
