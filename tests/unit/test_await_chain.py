@@ -274,3 +274,90 @@ def test_tracker_never_labels_a_sample_with_a_task_created_after_it():
         assert out[0].thread_name == "MainThread"  # older than the task registered at that address
     finally:
         tracker.stop()
+
+
+def test_a_long_lived_task_is_still_walked_while_new_tasks_keep_coming(monkeypatch):
+    # A service: a connection handler pending for the whole run, and more new tasks at every
+    # drain than the walk budget covers. The new ones must not take every walk: the long-lived
+    # task's chain (and so its awaiting time) is walked again and again, not only at its first drain.
+    from truestack.tasks import TaskTracker
+    from truestack.tasks import tracker as tracker_module
+
+    monkeypatch.setattr(tracker_module, "_WALK_BUDGET_S", 0.0)  # _WALKS_MIN walks per drain, no more
+    tracker = TaskTracker(wall=True)
+    assert tracker.start()
+    walks = []
+
+    async def main():
+        stop = asyncio.Event()
+
+        async def waiter():
+            await stop.wait()
+
+        handler = asyncio.create_task(waiter(), name="handler")
+        await asyncio.sleep(0)
+        tracker.process([])
+        key = id(handler.get_coro())
+        more = []
+        for _ in range(6):
+            more += [asyncio.create_task(waiter()) for _ in range(3 * tracker_module._WALKS_MIN)]
+            await asyncio.sleep(0)
+            tracker.process([])
+            walks.append(tracker._by_coro[key].walked_ns)
+        stop.set()
+        await asyncio.gather(handler, *more)
+
+    try:
+        asyncio.run(main())
+    finally:
+        tracker.stop()
+    assert len(set(walks)) >= 3, walks  # walked at several of the six drains
+
+
+def test_children_of_every_gather_show_under_their_parent(monkeypatch):
+    # One parent gathers batch after batch of children, more per batch than a drain walks: each
+    # batch's children must come under the parent, not only the first batch's. (The drains run
+    # in another task here, as the collector's run in another thread: the parent is suspended.)
+    import time
+
+    from truestack.samples import Frame, Sample
+    from truestack.tasks import TaskTracker
+    from truestack.tasks import tracker as tracker_module
+
+    monkeypatch.setattr(tracker_module, "_WALK_BUDGET_S", 0.0)
+    tracker = TaskTracker(wall=False)
+    assert tracker.start()
+    batches: asyncio.Queue = None  # type: ignore[assignment]
+    roots = []
+
+    async def child(release):
+        await release.wait()
+
+    async def parent():
+        for _ in range(3):
+            release = asyncio.Event()
+            batch = [asyncio.create_task(child(release)) for _ in range(3 * tracker_module._WALKS_MIN)]
+            await batches.put((batch, release))
+            await asyncio.gather(*batch)
+
+    async def main():
+        nonlocal batches
+        batches = asyncio.Queue()
+        gatherer = asyncio.create_task(parent(), name="parent")
+        for _ in range(3):
+            batch, release = await batches.get()
+            await asyncio.sleep(0)
+            for _ in range(4):
+                tracker.process([])
+            last = batch[-1]  # never walked: the batch is larger than four drains' walks
+            sample = Sample(1, "MainThread", time.monotonic_ns(), 1, (Frame("child", "x.py", 1, 1),),
+                            coro=id(last.get_coro()))
+            roots.append(tracker.process([sample])[0].frames[0].name)
+            release.set()
+        await gatherer
+
+    try:
+        asyncio.run(main())
+    finally:
+        tracker.stop()
+    assert roots == ["task:parent"] * 3, roots

@@ -62,7 +62,6 @@ class _Task:
         "last_run_ns",
         "name",
         "owed_ns",
-        "parent",
         "ran_ns",
         "root",
         "task",
@@ -85,7 +84,6 @@ class _Task:
         self.code: tuple[str, int] | None = None
         self.chain: tuple[Frame, ...] = ()
         self.children: tuple[Any, ...] = ()
-        self.parent: _Task | None = None  # the task waiting for this one (awaited, gather, TaskGroup)
 
     def label(self, tids: Iterator[int]) -> _Task:
         """Name it (thread id, thread name, root frame) if not yet done; returns itself."""
@@ -106,15 +104,18 @@ class _Prefixes:
     """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
     for it (computed for the tasks that have samples in this batch only)."""
 
-    def __init__(self, tids: Iterator[int]) -> None:
+    def __init__(self, tids: Iterator[int], parents: dict[int, _Task]) -> None:
         self._tids = tids
+        self._parents = parents  # id of a task -> the task waiting for it (TaskTracker._parents)
         self._known: dict[int, tuple[Frame, ...]] = {}
 
     def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
         known = self._known.get(id(info))
         if known is not None:
             return known
-        up = info.parent if info.parent is not None and not info.parent.done else None
+        up = self._parents.get(id(info.task))
+        if up is not None and up.done:
+            up = None
         own: tuple[Frame, ...] = (info.label(self._tids).root,)
         if up is not None and depth < _MAX_NESTING:
             own = self(up, depth + 1) + up.chain + own
@@ -135,6 +136,9 @@ class TaskTracker:
         # Seen done while still fresh, at this drain: kept for this drain's samples only (see
         # _sampled_fresh for a later one).
         self._fresh_done: dict[int, NewTask] = {}
+        # id of a task -> the task waiting for it (awaited, gather, TaskGroup), set by _adopt. Keyed by
+        # the Task's id, kept only while that Task is held (see _forget), so the id cannot be reused.
+        self._parents: dict[int, _Task] = {}
         # Unique across the processes of one profile (record --subprocesses merges them by id).
         self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
         self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
@@ -179,7 +183,7 @@ class TaskTracker:
         self._drain_ns = now
         self._register()
         walked = self._snapshot()
-        prefix = _Prefixes(self._tids)
+        prefix = _Prefixes(self._tids, self._parents)
         out: list[Sample] = []
         by_coro = self._by_coro
         for sample in batch:
@@ -205,8 +209,14 @@ class TaskTracker:
         # Dropping the last reference frees the task and its coroutine here: the
         # program's own cost, moved to the collector, counted apart (free_ns).
         freeing = time.thread_time_ns()
+        parents = self._parents
         for key in self._done_before:
+            if parents:
+                parents.pop(id(by_coro[key].task), None)
             del by_coro[key]
+        if parents:
+            for new in self._fresh_done.values():
+                parents.pop(id(new[0]), None)
         self._fresh_done.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
@@ -251,8 +261,8 @@ class TaskTracker:
         return info
 
     def _snapshot(self) -> list[_Task]:
-        """Walks the await chains of the pending tasks walked longest ago, within the budget;
-        returns the tasks walked.
+        """Walks the await chains of pending tasks, within the budget: those never walked and those
+        walked longest ago in turn. Returns the tasks walked.
 
         A walk costs ~10 µs per task with the GIL held: with thousands of tasks
         pending, walking all at every drain would stall the program. A task's
@@ -272,17 +282,17 @@ class TaskTracker:
                 pending.append(info)
         if len(pending) > _WALKS_MIN:
             pending.sort(key=_walked)
-        # Never walked first (the fresh, oldest first), then those walked longest ago.
-        candidates: list[int | _Task] = [*fresh, *pending]
+        # Turn about: one never walked (the fresh, oldest first), one walked longest ago. A service
+        # creates new tasks at every drain; they must not take every walk from its long-lived ones.
+        # (Made lazily: a drain walks a few dozen of thousands.)
+        turns = itertools.zip_longest(list(fresh), pending)
+        candidates: Iterator[int | _Task] = (c for pair in turns for c in pair if c is not None)
         deadline = time.perf_counter() + _WALK_BUDGET_S
         walked = []
         for i, candidate in enumerate(candidates):
             if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
                 break
-            if isinstance(candidate, _Task):
-                info = candidate
-            else:  # adopted (made a _Task) by a walk before it in this loop, or still fresh
-                info = self._by_coro.get(candidate) or self._materialise(candidate, fresh.pop(candidate))
+            info = candidate if isinstance(candidate, _Task) else self._materialise(candidate, fresh.pop(candidate))
             walked.append(info)
             chain = await_chain(info.coro)
             # Caught mid-step (the collector took the GIL at a switch interval):
@@ -296,15 +306,12 @@ class TaskTracker:
         return walked
 
     def _adopt(self, parent: _Task) -> None:
-        """Its children (walked just now) show under it from now on."""
-        for child in parent.children:
-            get_coro = getattr(child, "get_coro", None)
-            key = id(get_coro()) if get_coro is not None else 0
-            info = self._by_coro.get(key)
-            if info is None and key in self._fresh:
-                info = self._materialise(key, self._fresh.pop(key))
-            if info is not None and info is not parent:
-                info.parent = parent
+        """Its children (walked just now) show under it from now on. A gather has thousands:
+        one dict update, in C, whatever has become of each (`_Prefixes` reads the relation)."""
+        tasks = [id(child) for child in parent.children if hasattr(child, "get_coro")]  # (a gather may hold futures)
+        self._parents.update(dict.fromkeys(tasks, parent))
+        if self._parents.get(id(parent.task)) is parent:  # not its own parent
+            del self._parents[id(parent.task)]
 
     @staticmethod
     def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
