@@ -353,8 +353,13 @@ def test_children_of_every_gather_show_under_their_parent(monkeypatch):
             sample = Sample(1, "MainThread", time.monotonic_ns(), 1, (Frame("child", "x.py", 1, 1),),
                             coro=id(last.get_coro()))
             roots.append(tracker.process([sample])[0].frames[0].name)
+            # Only the current batch is under the parent: the links of the last one went with it.
+            assert set(tracker._parents) <= {id(task) for task in batch}
             release.set()
         await gatherer
+        for _ in range(3):
+            tracker.process([])
+        assert not tracker._parents  # the parent, done and let go, took its links with it
 
     try:
         asyncio.run(main())

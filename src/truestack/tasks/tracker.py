@@ -130,14 +130,14 @@ class TaskTracker:
         self.wall = wall
         self.hook = TaskHook()
         # Both by coroutine id. A task is kept as the hook gave it (`_fresh`) until it has a
-        # sample, is walked or is adopted; most short tasks never are. Then it becomes a _Task.
+        # sample or is walked; most short tasks never are. Then it becomes a _Task.
         self._fresh: dict[int, NewTask] = {}
         self._by_coro: dict[int, _Task] = {}
         # Seen done while still fresh, at this drain: kept for this drain's samples only (see
         # _sampled_fresh for a later one).
         self._fresh_done: dict[int, NewTask] = {}
-        # id of a task -> the task waiting for it (awaited, gather, TaskGroup), set by _adopt. Keyed by
-        # the Task's id, kept only while that Task is held (see _forget), so the id cannot be reused.
+        # id of a task -> the task waiting for it (awaited, gather, TaskGroup), from _set_children. An
+        # entry lives only while its parent's `children` holds that task: the id cannot be reused meanwhile.
         self._parents: dict[int, _Task] = {}
         # Unique across the processes of one profile (record --subprocesses merges them by id).
         self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
@@ -209,14 +209,8 @@ class TaskTracker:
         # Dropping the last reference frees the task and its coroutine here: the
         # program's own cost, moved to the collector, counted apart (free_ns).
         freeing = time.thread_time_ns()
-        parents = self._parents
         for key in self._done_before:
-            if parents:
-                parents.pop(id(by_coro[key].task), None)
-            del by_coro[key]
-        if parents:
-            for new in self._fresh_done.values():
-                parents.pop(id(new[0]), None)
+            self._set_children(by_coro.pop(key), ())
         self._fresh_done.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
@@ -300,18 +294,22 @@ class TaskTracker:
             if not (chain.running and info.chain):
                 info.chain = chain.frames
             if chain.children != info.children:
-                info.children = chain.children
-                self._adopt(info)
+                self._set_children(info, chain.children)
             info.walked_ns = self._drain_ns
         return walked
 
-    def _adopt(self, parent: _Task) -> None:
-        """Its children (walked just now) show under it from now on. A gather has thousands:
-        one dict update, in C, whatever has become of each (`_Prefixes` reads the relation)."""
-        tasks = [id(child) for child in parent.children if hasattr(child, "get_coro")]  # (a gather may hold futures)
-        self._parents.update(dict.fromkeys(tasks, parent))
-        if self._parents.get(id(parent.task)) is parent:  # not its own parent
-            del self._parents[id(parent.task)]
+    def _set_children(self, parent: _Task, children: tuple[Any, ...]) -> None:
+        """`children` (walked just now) show under `parent` from now on, instead of those it had
+        (`_Prefixes` reads the relation). A gather has thousands, most never made _Tasks: the
+        relation is kept by task, whatever has become of each, the new ones in one dict update."""
+        parents = self._parents
+        for child in parent.children:
+            if parents.get(id(child)) is parent:
+                del parents[id(child)]
+        parent.children = children
+        # Tasks only (a gather may hold plain futures), and never the parent itself.
+        tasks = [id(child) for child in children if hasattr(child, "get_coro") and child is not parent.task]
+        parents.update(dict.fromkeys(tasks, parent))
 
     @staticmethod
     def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
