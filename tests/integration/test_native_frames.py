@@ -133,7 +133,7 @@ def test_zlib_compress_samples_show_deflate_under_compress(tmp_path):
 PYTHON_PART = '''
 import ctypes, sys, time, zlib
 from truestack import _native
-from truestack.engines.native import NativeCpuEngine
+from truestack.engines.native import NativeCpuEngine, _with_root
 
 libc = ctypes.CDLL(None)
 CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
@@ -164,12 +164,14 @@ while time.thread_time() < end:
     recurse(12 if i % 2 else 140)  # 140: deeper than max_depth (128), the kept frames are the leaf end
     i += 1
 engine.stop()
-raw = _native.drain()
+# What the engine's drain does with --native: the Python half from the drain's cache (a shim
+# as None), merged with the C half; without --native the stack is that half without its Nones.
+raw = _native.drain(engine._resolve.frame, engine._python_half, True)
 mismatches = with_native = 0
 for r in raw:
-    plain = engine._resolve(r.frames)
-    merged = engine._stacks.stack(engine._resolve(r.frames, True), r)
-    if [f for f in merged if f.kind == "python"] != list(plain):
+    plain = [f for f in r.frames if f is not None]
+    merged = engine._stacks.sample_stack(r, _with_root)
+    if [f for f in merged if f.kind == "python"] != plain:
         mismatches += 1
     with_native += any(f.kind == "native" for f in merged)
 print(len(raw), with_native, mismatches)

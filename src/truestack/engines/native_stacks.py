@@ -175,11 +175,6 @@ class NativeStacks:
         """Lets go of the merged stacks (and the Python halves they hold): the run is over."""
         self._merged.clear()
 
-    def stack(self, python_root_first: Sequence[Frame | None], raw: object) -> tuple[Frame, ...]:
-        """One sample's frames, root first. `python_root_first` has None where a shim was dropped."""
-        self.count(raw)
-        return self.merge(python_root_first, raw, *self.c_frames(raw))
-
     def count(self, raw: object) -> None:
         """Counts the sample, and why its C frames are missing if they are (the notes)."""
         if getattr(raw, "native", None) is None:
