@@ -26,7 +26,9 @@ def test_native_samples_python_frames_come_from_the_cache_and_are_the_stacks_tha
     r = run_workload("wl_stack_cache.py", "cpu", 1.5, "native")
     counts = r["counts"]
     assert r["samples"] >= 300 and r["distinct_stacks"] >= 100, r
-    assert r["with_c_frames"] >= r["samples"] * 0.9, r  # --native was on
+    # --native was on: every sample carried its C chain. Not every sample shows a C frame: with the
+    # interpreter's plumbing hidden, a sample in pure Python code on 3.11+ has none left.
+    assert r["unwound"] >= r["drained"] * 0.9 and r["with_c_frames"] >= 100, r
     assert r["churned"] >= 50, r
     assert r["n_wrong"] == 0, r
     assert counts["hits"] >= 100 and counts["misses"] >= 100, r

@@ -74,6 +74,9 @@ def main(mode, seconds, native=False):
                 _native.stack_cache_clear()
                 cleared = True
     counts = c.engine.stats().extra["stack_cache"]
+    native_side = c.engine._stacks  # None without --native
+    drained = len(c.samples)
+    unwound = native_side.samples - sum(native_side.missing.values()) if native_side else 0
     starts = [r[0] for r in RAN]
     samples, wrong, by_value = [], [], {}
     with_c = 0
@@ -97,6 +100,8 @@ def main(mode, seconds, native=False):
     emit({
         "reused": reused,
         "with_c_frames": with_c,
+        "drained": drained,
+        "unwound": unwound,  # samples that carried a complete C chain
         "samples": len(samples),
         "distinct_stacks": len(by_value),
         "stack_objects": sum(len(ids) for ids in by_value.values()),
