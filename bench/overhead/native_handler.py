@@ -2,8 +2,10 @@
 
 Runs a CPU-bound Python loop (a recursion 30 frames deep calling sorted() and
 zlib.crc32, so both Python and C frames are on the stack) in this process
-under the native cpu engine, once per configuration, interleaved over REPS
-rounds, and prints per configuration the median of: handler CPU time per
+under the native cpu engine, once per configuration (no --native; --native
+with the handler's own CFI unwinder, as shipped; --native with libunwind
+alone), interleaved over REPS rounds, and prints per configuration the
+median of: handler CPU time per
 signal (the core's own counter, CLOCK_THREAD_CPUTIME_ID around the handler
 body), the collector's CPU time per sample (resolving, and symbolizing with
 --native), and the loop's wall-time ratio to an unprofiled run.
@@ -38,8 +40,10 @@ def run_loop(seconds: float) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
-def measure(rate: int, native: bool, seconds: float) -> dict[str, float]:
-    engine = NativeCpuEngine("cpu", rate, native=native)
+def measure(rate: int, unwinder: str | None, seconds: float) -> dict[str, float]:
+    if unwinder:
+        _native.native_unwinder(unwinder)
+    engine = NativeCpuEngine("cpu", rate, native=unwinder is not None)
     before = _native.stats()
     engine.start()
     n, wall = run_loop(seconds)
@@ -72,16 +76,17 @@ def main() -> int:
         n, wall = run_loop(args.seconds)
         base.append(wall / n * 1e6)
         for rate in args.rates:
-            for native in (False, True):
-                results.setdefault((rate, native), []).append(measure(rate, native, args.seconds))
+            for unwinder in (None, "cfi", "libunwind"):
+                results.setdefault((rate, unwinder), []).append(measure(rate, unwinder, args.seconds))
+    _native.native_unwinder("cfi")
     base_us = statistics.median(base)
     print(f"unprofiled: {base_us:.1f} us per iteration (median of {args.reps})")
-    print(f"{'rate':>6} {'native':>6} {'wall ratio':>10} {'handler us/sample':>18} {'collector us/sample':>20} {'samples':>8}")
-    for (rate, native), runs in results.items():
+    print(f"{'rate':>6} {'native':>10} {'wall ratio':>10} {'handler us/sample':>18} {'collector us/sample':>20} {'samples':>8}")
+    for (rate, unwinder), runs in results.items():
         def med(key: str, runs: list[dict[str, float]] = runs) -> float:
             return statistics.median(r[key] for r in runs)
 
-        print(f"{rate:>6} {'yes' if native else 'no':>6} {med('per_iter_us') / base_us:>10.3f} "
+        print(f"{rate:>6} {unwinder or 'no':>10} {med('per_iter_us') / base_us:>10.3f} "
               f"{med('handler_us'):>18.2f} {med('collector_us'):>20.2f} {med('samples'):>8.0f}")
     return 0
 

@@ -229,6 +229,7 @@ def test_a_corrupt_stack_ends_the_native_unwind_without_a_crash():
     proc = subprocess.run([sys.executable, "-c", code], env=truestack_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     frames, reason, absorbed = proc.stdout.split()
-    # libunwind built with conservative checks (the default, Debian's) validates each address of a step
-    # (mincore/msync) and stops ("failed"); a build without them faults, which jumps back ("fault").
-    assert int(frames) == 1 and (reason, int(absorbed) > 0) in (("failed", False), ("fault", True)), proc.stdout
+    # The fast unwinder's guarded load of the return address faults (absorbed) and hands the sample to
+    # libunwind. libunwind built with conservative checks (the default, Debian's) validates each address
+    # of a step (mincore/msync) and stops ("failed"); a build without them faults, which jumps back ("fault").
+    assert int(frames) == 1 and reason in ("failed", "fault") and int(absorbed) >= 1, proc.stdout

@@ -1,6 +1,7 @@
 /* drain(): the samples the signal handler left in the ring, as RawSample
  * struct sequences for the collector (engines/native.py). */
 #include "drain.h"
+#include "cfi.h"
 #include "safeload.h"
 #include "sampler.h"
 #include "stackcache.h"
@@ -120,6 +121,7 @@ PyObject *ts_py_drain(PyObject *self, PyObject *args) {
     /* faulthandler.enable()/disable() or another tool may have replaced our
      * SIGSEGV handler: put it back on top, chaining to theirs. */
     if (ts_sampler_active() && ts_safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    if (shims) ts_cfi_refresh(); /* --native: a module loaded since the last drain */
     ts_fold(NULL, 0);
     ts_staging st = ts_staging_take();
     PyObject *out = PyList_New(0);

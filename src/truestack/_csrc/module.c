@@ -17,6 +17,7 @@
 #include "staging.h"
 #include "ts_version.h"
 #include "unwind.h"
+#include "cfi.h"
 #include "drain.h"
 #include "stackcache.h"
 #include "walker.h"
@@ -285,8 +286,11 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
         (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns", (long long)atomic_load(&ts_interval_ns),
         "requested_interval_ns", (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns,
         "unsampled_tids", unsampled);
-    PyObject *settle = Py_BuildValue("{sKsK}", "settle_calls", (unsigned long long)ts_settle_calls, "settle_folds",
-                                     (unsigned long long)ts_settle_folds);
+    PyObject *settle = Py_BuildValue("{sKsKsKsKsK}", "settle_calls", (unsigned long long)ts_settle_calls,
+                                     "settle_folds", (unsigned long long)ts_settle_folds, "native_cfi_unwound",
+                                     (unsigned long long)atomic_load(&ts_cfi_unwound), "native_libunwind_unwound",
+                                     (unsigned long long)atomic_load(&ts_cfi_fallbacks), "native_cfi_snapshots",
+                                     (unsigned long long)ts_cfi_snapshots);
     if (!settle || (more && PyDict_Update(more, settle) < 0)) Py_CLEAR(more);
     Py_XDECREF(settle);
     if (!d || !more || PyDict_Update(d, more) < 0) Py_CLEAR(d);
@@ -436,7 +440,33 @@ static PyObject *py_probe_native_fault(PyObject *self, PyObject *unused) {
     munmap(p, (size_t)page);
     return Py_BuildValue("(izK)", n, why ? ts_native_reason_names[why] : NULL, (unsigned long long)absorbed);
 }
+
+static PyObject *py_cfi_check(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    atomic_store(&ts_cfi_check, on);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_cfi_check_counts(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    uint64_t *f = ts_cfi_first_mismatch;
+    return Py_BuildValue("(KK(KKKKK))", (unsigned long long)atomic_load(&ts_cfi_checked),
+                         (unsigned long long)atomic_load(&ts_cfi_mismatched), (unsigned long long)f[0],
+                         (unsigned long long)f[1], (unsigned long long)f[2], (unsigned long long)f[3],
+                         (unsigned long long)f[4]);
+}
 #endif
+
+static PyObject *py_native_unwinder(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *name = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!name || (strcmp(name, "cfi") != 0 && strcmp(name, "libunwind") != 0))
+        return PyErr_Format(PyExc_ValueError, "native_unwinder: 'cfi' or 'libunwind'");
+    atomic_store(&ts_cfi_enabled, strcmp(name, "cfi") == 0);
+    Py_RETURN_NONE;
+}
 
 static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
     (void)self;
@@ -485,6 +515,9 @@ static PyMethodDef methods[] = {
      "walk_current_coro() -> id of the outermost coroutine the walker sees on this thread's stack, or 0."},
     {"code_line", py_code_line, METH_VARARGS, "code_line(code, byte_offset) -> line (PyCode_Addr2Line)"},
     {"stats", py_stats, METH_NOARGS, "Counters of the sampling core."},
+    {"native_unwinder", py_native_unwinder, METH_O,
+     "native_unwinder('cfi' | 'libunwind'): --native's unwinder in the handler: the modules' CFI read directly "
+     "(the default; libunwind takes what it cannot model), or libunwind for every sample (for comparisons)."},
     {"charge_collector", py_charge_collector, METH_O,
      "charge_collector(ns): CPU time the collector spent resolving a drain (reported with the counters)."},
     {"codes_resolved_at_death", py_codes_resolved_at_death, METH_NOARGS, "Frames resolved by the destroy hook."},
@@ -498,6 +531,10 @@ static PyMethodDef methods[] = {
      "test builds: _test_remote_pause(ns): the control thread pauses between a remote walk and its sample"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
+    {"_cfi_check", py_cfi_check, METH_O,
+     "test builds: _cfi_check(True): libunwind unwinds every fast-path sample too, and differences are counted"},
+    {"_cfi_check_counts", py_cfi_check_counts, METH_NOARGS,
+     "test builds: (checked, mismatched, (fast n, libunwind n, index, fast ip, libunwind ip) of the first)"},
     {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,
      "test builds: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)"},
     {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,

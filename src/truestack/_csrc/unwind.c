@@ -33,6 +33,7 @@
  * once outside any handler, which also binds the lazily bound PLT entries.
  */
 #include "unwind.h"
+#include "cfi.h"
 #include "safeload.h"
 #include <errno.h>
 #include <link.h>
@@ -49,22 +50,79 @@ const char *const ts_native_reason_names[TS_NNATIVE_REASONS] = {
 #include <ucontext.h>
 
 const int ts_native_available = 1;
+TS_SIGNAL_SAFE static void walk_libunwind(ucontext_t *uc, uint64_t *ips, int max, int *why, volatile int *n);
+
 int ts_native_prepare(void) {
     static int done;
+    int rc = ts_cfi_prepare(); /* the fast path's module tables */
+    if (rc) return rc;
     if (done) return 0;
-    /* First use, outside any handler: tdep_init, caches, PLT bindings. */
+    /* First use, outside any handler: tdep_init, caches, PLT bindings; both paths. */
     ucontext_t uc;
     unw_cursor_t c;
     if (getcontext(&uc) != 0) return -errno;
     uint64_t ips[8];
     int why;
-    (void)ts_native_unwind(&uc, ips, 8, &why);
+    volatile int n = 0;
+    walk_libunwind(&uc, ips, 8, &why, &n);
+    (void)ts_cfi_unwind(&uc, ips, 8, &why);
     if (unw_init_local2(&c, (unw_context_t *)&uc, UNW_INIT_SIGNAL_FRAME) < 0) return -ENOTSUP;
     done = 1;
     return 0;
 }
 
 TS_SIGNAL_SAFE static int loader_busy(void) { return *(volatile int *)&_r_debug.r_state != RT_CONSISTENT; }
+
+/* libunwind's walk from uc; *n counts the frames stored so far (read after a
+ * fault jumps back to the escape). */
+TS_SIGNAL_SAFE static void walk_libunwind(ucontext_t *uc, uint64_t *ips, int max, int *why, volatile int *n) {
+    unw_cursor_t c;
+    if (unw_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0) {
+        *why = TS_NATIVE_FAILED;
+        return;
+    }
+    for (;;) {
+        unw_word_t ip = 0;
+        if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || !ip) break;
+        if (*n == max) {
+            *why = TS_NATIVE_TRUNCATED;
+            break;
+        }
+        ips[*n] = ip;
+        *n = *n + 1;
+        int rc = unw_step(&c);
+        if (rc <= 0) {
+            if (rc < 0) *why = TS_NATIVE_FAILED; /* the rest has no unwind info */
+            break;
+        }
+    }
+}
+
+#ifdef TS_TEST_HOOKS
+atomic_int ts_cfi_check;
+_Atomic uint64_t ts_cfi_checked, ts_cfi_mismatched;
+uint64_t ts_cfi_first_mismatch[5];
+
+/* Test builds, when asked: libunwind unwinds the sample the fast path did,
+ * and any difference is counted (the first one kept: both counts, where they
+ * part, and the two addresses there). */
+TS_SIGNAL_SAFE static void check_fast_path(ucontext_t *uc, const uint64_t *ips, int n, int why) {
+    uint64_t theirs[TS_CFI_CHECK_DEPTH];
+    volatile int m = 0;
+    int their_why = TS_NATIVE_OK;
+    if (n > TS_CFI_CHECK_DEPTH) return;
+    walk_libunwind(uc, theirs, TS_CFI_CHECK_DEPTH, &their_why, &m);
+    int at = 0;
+    while (at < n && at < m && ips[at] == theirs[at]) at++;
+    atomic_fetch_add(&ts_cfi_checked, 1);
+    if (at == n && at == m && why == their_why) return;
+    if (atomic_fetch_add(&ts_cfi_mismatched, 1) == 0) {
+        uint64_t *f = ts_cfi_first_mismatch;
+        f[0] = (uint64_t)n, f[1] = (uint64_t)m, f[2] = (uint64_t)at;
+        f[3] = at < n ? ips[at] : 0, f[4] = at < m ? theirs[at] : 0;
+    }
+}
+#endif
 
 TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why) {
     ucontext_t *uc = (ucontext_t *)ucv;
@@ -76,31 +134,23 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
     /* volatile: read after a fault jumps back here */
     volatile int n = 0;
     sigjmp_buf escape;
-    unw_cursor_t c;
     if (sigsetjmp(escape, 0)) { /* a fault in the unwinder (safeload.c) */
         ts_unwind_escape = NULL;
         *why = TS_NATIVE_FAULT;
         return n;
     }
     ts_unwind_escape = &escape;
-    if (unw_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0) {
-        *why = TS_NATIVE_FAILED;
+    int fast = ts_cfi_unwind(uc, ips, max, why);
+    if (fast >= 0) {
+        n = fast;
+        atomic_fetch_add_explicit(&ts_cfi_unwound, 1, memory_order_relaxed);
+#ifdef TS_TEST_HOOKS
+        if (atomic_load_explicit(&ts_cfi_check, memory_order_relaxed)) check_fast_path(uc, ips, fast, *why);
+#endif
     } else {
-        for (;;) {
-            unw_word_t ip = 0;
-            if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || !ip) break;
-            if (n == max) {
-                *why = TS_NATIVE_TRUNCATED;
-                break;
-            }
-            ips[n] = ip;
-            n = n + 1;
-            int rc = unw_step(&c);
-            if (rc <= 0) {
-                if (rc < 0) *why = TS_NATIVE_FAILED; /* the rest has no unwind info */
-                break;
-            }
-        }
+        atomic_fetch_add_explicit(&ts_cfi_fallbacks, 1, memory_order_relaxed);
+        *why = TS_NATIVE_OK;
+        walk_libunwind(uc, ips, max, why, &n);
     }
     ts_unwind_escape = NULL;
     return n;

@@ -342,6 +342,7 @@ class _NativeEngine(Engine):
                 "thread_hook": "Thread._bootstrap_inner" if self._hook_used else "thread-state walk only",
                 "codes_resolved_at_death": _native.codes_resolved_at_death(),
                 "stack_cache": dict(zip(_STACK_CACHE_COUNTS, _native.stack_cache_counts(), strict=True)),
+                **(self._stacks.counters(delta) if self._stacks else {}),
             },
         )
 

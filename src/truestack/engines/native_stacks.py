@@ -213,6 +213,12 @@ class NativeStacks:
         merged = interleave(python, getattr(raw, "segments", None), (leaf, *callers), complete, self.show_all)
         return tuple(reversed(merged))
 
+    @staticmethod
+    def counters(delta: Callable[[str], int]) -> dict[str, Any]:
+        """Which unwinder unwound the samples (the profile's `extra`): the handler's own, from the
+        modules' CFI, or libunwind, for samples the former hands over (see _csrc/cfi.c)."""
+        return {"native_unwinder": {"cfi": delta("native_cfi_unwound"), "libunwind": delta("native_libunwind_unwound")}}
+
     def notes(self) -> list[str]:
         out = []
         if self.missing:
