@@ -5,10 +5,10 @@ zlib.crc32, so both Python and C frames are on the stack) in this process
 under the native cpu engine, once per configuration (no --native; --native
 with the handler's own CFI unwinder, as shipped; --native with libunwind
 alone), interleaved over REPS rounds, and prints per configuration the
-median of: handler CPU time per
-signal (the core's own counter, CLOCK_THREAD_CPUTIME_ID around the handler
-body), the collector's CPU time per sample (resolving, and symbolizing with
---native), and the loop's wall-time ratio to an unprofiled run.
+median of: handler CPU time per signal (the core's own counter,
+CLOCK_THREAD_CPUTIME_ID around the handler body), the collector's CPU time
+per sample (resolving, and symbolizing with --native), and the loop's
+wall-time ratio to the unprofiled run just before it.
 
     python bench/overhead/native_handler.py [--rates 100 1000] [--reps 3] [--seconds 2]
 """
@@ -70,23 +70,27 @@ def main() -> int:
     if not _native.NATIVE_UNWIND:
         print("truestack was built without libunwind: --native is unavailable")
         return 1
-    results: dict[tuple[int, bool], list[dict[str, float]]] = {}
+    results: dict[tuple[int, str | None], list[dict[str, float]]] = {}
     base: list[float] = []
     for _ in range(args.reps):
-        n, wall = run_loop(args.seconds)
-        base.append(wall / n * 1e6)
         for rate in args.rates:
             for unwinder in (None, "cfi", "libunwind"):
-                results.setdefault((rate, unwinder), []).append(measure(rate, unwinder, args.seconds))
+                # Each configuration right after an unprofiled run of its own: the ratio of the pair
+                # (a shared VM's speed drifts over a run; two adjacent runs share its phase).
+                n, wall = run_loop(args.seconds)
+                base.append(wall / n * 1e6)
+                r = measure(rate, unwinder, args.seconds)
+                r["ratio"] = r["per_iter_us"] / base[-1]
+                results.setdefault((rate, unwinder), []).append(r)
     _native.native_unwinder("cfi")
     base_us = statistics.median(base)
-    print(f"unprofiled: {base_us:.1f} us per iteration (median of {args.reps})")
+    print(f"unprofiled: {base_us:.1f} us per iteration (median of {len(base)} runs)")
     print(f"{'rate':>6} {'native':>10} {'wall ratio':>10} {'handler us/sample':>18} {'collector us/sample':>20} {'samples':>8}")
     for (rate, unwinder), runs in results.items():
         def med(key: str, runs: list[dict[str, float]] = runs) -> float:
             return statistics.median(r[key] for r in runs)
 
-        print(f"{rate:>6} {unwinder or 'no':>10} {med('per_iter_us') / base_us:>10.3f} "
+        print(f"{rate:>6} {unwinder or 'no':>10} {med('ratio'):>10.3f} "
               f"{med('handler_us'):>18.2f} {med('collector_us'):>20.2f} {med('samples'):>8.0f}")
     return 0
 

@@ -100,11 +100,9 @@ def after_fork_child() -> None: ...
 def _probe_native_fault() -> tuple[int, str | None, int]:
     """Test builds only: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)."""
 
-def _cfi_check(on: bool, /) -> None:
-    """Test builds only: while on, libunwind also unwinds each sample the CFI fast path did; differences are counted."""
-
-def _cfi_check_counts() -> tuple[int, int, tuple[int, int, int, int, int]]:
-    """Test builds only: (checked, mismatched, (fast n, libunwind n, index, fast ip, libunwind ip) of the first)."""
+def _cfi_check(on: bool, /) -> tuple[int, int, tuple[int, int, int, int, int]]:
+    """Test builds only: while on, libunwind also unwinds each sample the CFI fast path did and differences
+    are counted -> (checked, mismatched, (fast n, libunwind n, index, fast ip, libunwind ip) of the first)."""
 
 def _probe_guarded_load() -> tuple[int, int]:
     """Test builds only (TRUESTACK_TEST_BUILD=1): a guarded load from an inaccessible page."""

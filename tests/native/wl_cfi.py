@@ -104,7 +104,7 @@ def reload(seconds: float) -> None:
 
 def counts(engine) -> dict:
     extra = engine.stats().extra
-    checked, mismatched, first = _native._cfi_check_counts()
+    checked, mismatched, first = _native._cfi_check(True)
     return {"checked": checked, "mismatched": mismatched, "first_mismatch": [hex(x) for x in first],
             **extra["native_unwinder"], "snapshots": _native.stats()["native_cfi_snapshots"]}
 

@@ -6,9 +6,11 @@
  * 19-frame sample on our VM, twice what the rest of the handler costs. The
  * same unwind, read straight from the CFI, needs no syscall.
  *
- * What is modelled is what compilers emit for x86-64 code: the CFA as rsp or
- * rbp plus an offset, the return address and rbp saved at an offset from it
- * (or rbp kept), remember/restore state. Anything else (a CFA expression, as
+ * Here: the module snapshots, the row cache and the walk; cfi_rows.c finds
+ * the row that holds at an address. What is modelled is what compilers emit
+ * for x86-64 code: the CFA as rsp or rbp plus an offset, the return address
+ * and rbp saved at an offset from it (or rbp kept), remember/restore state.
+ * Anything else (a CFA expression, as
  * in stack-realigning prologues and glibc's signal trampoline; a signal
  * frame; a 64-bit or version-4 CIE; an address no module's table covers, as
  * in JIT or libffi closure code; a load that faults) hands the whole sample
@@ -29,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include "cfi.h"
+#include "cfi_read.h"
 #include "safeload.h"
 #include "unwind.h"
 #include <errno.h>
@@ -44,14 +47,6 @@ atomic_int ts_cfi_enabled = 1;
 
 #if defined(TS_HAVE_LIBUNWIND) && defined(__x86_64__)
 
-typedef struct {
-    uintptr_t lo, hi; /* the executable segments span [lo, hi) */
-    uintptr_t hdr;    /* .eh_frame_hdr */
-    uintptr_t table;  /* its search table: count pairs of hdr-relative sdata4 (start, fde) */
-    uint32_t count;
-    uint64_t ident[2]; /* the first 16 bytes at hdr: which module this is (see module_is_current) */
-} cfi_module;
-
 typedef struct cfi_snapshot {
     struct cfi_snapshot *older; /* the snapshot this one replaced, kept */
     uint64_t fingerprint;
@@ -62,244 +57,6 @@ typedef struct cfi_snapshot {
 static _Atomic(cfi_snapshot *) current;
 static atomic_int stale;
 #define MAX_SNAPSHOTS 4096 /* a program dlopen-ing without end keeps the last one (then: libunwind) */
-
-/* DWARF register numbers (x86-64 psABI) and the pointer encodings (LSB). */
-enum { REG_BP = 6, REG_SP = 7, REG_RA = 16 };
-enum { PE_OMIT = 0xff, PE_PCREL = 0x10, PE_DATAREL = 0x30, PE_TABLE = 0x3b /* datarel | sdata4 */ };
-
-/* How a register is recovered in the caller. */
-enum { R_SAME, R_UNDEF, R_OFFSET, R_VAL_OFFSET, R_UNSUPPORTED };
-typedef struct {
-    uint8_t kind;
-    int64_t off;
-} rule;
-typedef struct {
-    int cfa_reg; /* REG_SP, REG_BP, or -1 (anything else) */
-    int64_t cfa_off;
-    rule bp, ra;
-    int other_sp; /* a rule for rsp itself: not modelled */
-} row;
-
-typedef struct {
-    const uint8_t *p, *end;
-    int bad;
-} cursor;
-
-TS_SIGNAL_SAFE static uint64_t get_bytes(cursor *c, int n) {
-    if (c->bad || c->end - c->p < n) {
-        c->bad = 1;
-        return 0;
-    }
-    uint64_t v = 0; /* unaligned, little-endian; bytewise, so no call to memcpy */
-    for (int i = 0; i < n; i++) v |= (uint64_t)c->p[i] << (8 * i);
-    c->p += n;
-    return v;
-}
-
-TS_SIGNAL_SAFE static uint64_t get_uleb(cursor *c) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; !c->bad; shift += 7) {
-        if (c->p >= c->end || shift > 63) break;
-        uint8_t b = *c->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return v;
-    }
-    c->bad = 1;
-    return 0;
-}
-
-TS_SIGNAL_SAFE static int64_t get_sleb(cursor *c) {
-    uint64_t v = 0;
-    for (unsigned shift = 0; !c->bad; shift += 7) {
-        if (c->p >= c->end || shift > 63) break;
-        uint8_t b = *c->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            if (shift + 7 < 64 && (b & 0x40)) v |= ~0ULL << (shift + 7);
-            return (int64_t)v;
-        }
-    }
-    c->bad = 1;
-    return 0;
-}
-
-/* An encoded pointer; `datarel` is the base of DW_EH_PE_datarel. Indirect
- * pointers (personality routines only) are skipped, not followed. */
-TS_SIGNAL_SAFE static uint64_t get_encoded(cursor *c, uint8_t enc, uintptr_t datarel) {
-    uintptr_t field = (uintptr_t)c->p;
-    uint64_t v;
-    switch (enc & 0x0f) {
-    case 0x00: v = get_bytes(c, 8); break;
-    case 0x01: v = get_uleb(c); break;
-    case 0x02: v = get_bytes(c, 2); break;
-    case 0x03: v = get_bytes(c, 4); break;
-    case 0x04: v = get_bytes(c, 8); break;
-    case 0x09: v = (uint64_t)get_sleb(c); break;
-    case 0x0a: v = (uint64_t)(int64_t)(int16_t)get_bytes(c, 2); break;
-    case 0x0b: v = (uint64_t)(int64_t)(int32_t)get_bytes(c, 4); break;
-    case 0x0c: v = get_bytes(c, 8); break;
-    default: c->bad = 1; return 0;
-    }
-    switch (enc & 0x70) {
-    case 0x00: return v;
-    case PE_PCREL: return v + field;
-    case PE_DATAREL: return v + datarel;
-    default: c->bad = 1; return 0;
-    }
-}
-
-typedef struct {
-    uint64_t code_align;
-    int64_t data_align;
-    uint64_t ra_reg;
-    uint8_t fde_enc;
-    int augmented; /* 'z': FDEs carry augmentation data */
-    cursor insns;
-} cie;
-
-TS_SIGNAL_SAFE static int read_cie(uintptr_t at, cie *out) {
-    cursor c = {(const uint8_t *)at, (const uint8_t *)at + 8, 0};
-    uint32_t length = (uint32_t)get_bytes(&c, 4);
-    if (length == 0 || length >= 0xfffffff0u) return -1; /* 64-bit DWARF: not modelled */
-    c.end = (const uint8_t *)at + 4 + length;
-    if (get_bytes(&c, 4) != 0) return -1; /* not a CIE */
-    uint8_t version = (uint8_t)get_bytes(&c, 1);
-    if (version != 1 && version != 3) return -1;
-    const char *aug = (const char *)c.p;
-    size_t auglen = 0; /* no strnlen: nothing the handler reaches goes through the PLT */
-    while (c.p + auglen < c.end && aug[auglen] && auglen < 8) auglen++;
-    if (auglen >= 8 || c.p + auglen >= c.end) return -1;
-    c.p += auglen + 1;
-    out->code_align = get_uleb(&c);
-    out->data_align = get_sleb(&c);
-    out->ra_reg = version == 1 ? get_bytes(&c, 1) : get_uleb(&c);
-    out->fde_enc = 0;
-    out->augmented = aug[0] == 'z';
-    if (auglen && !out->augmented) return -1;
-    if (out->augmented) {
-        uint64_t n = get_uleb(&c);
-        if (c.bad || n > (uint64_t)(c.end - c.p)) return -1;
-        cursor a = {c.p, c.p + n, 0};
-        for (size_t i = 1; i < auglen && !a.bad; i++) {
-            switch (aug[i]) {
-            case 'L': get_bytes(&a, 1); break;
-            case 'P': {
-                uint8_t penc = (uint8_t)get_bytes(&a, 1);
-                get_encoded(&a, penc & 0x7f, 0);
-                break;
-            }
-            case 'R': out->fde_enc = (uint8_t)get_bytes(&a, 1); break;
-            default: return -1; /* 'S' (a signal frame) or unknown: libunwind's */
-            }
-        }
-        if (a.bad) return -1;
-        c.p += n;
-    }
-    if (c.bad || out->ra_reg != REG_RA || out->code_align == 0) return -1;
-    out->insns = c;
-    return 0;
-}
-
-TS_SIGNAL_SAFE static void set_rule(row *r, uint64_t reg, uint8_t kind, int64_t off) {
-    if (reg == REG_BP)
-        r->bp = (rule){kind, off};
-    else if (reg == REG_RA)
-        r->ra = (rule){kind, off};
-    else if (reg == REG_SP)
-        r->other_sp = kind != R_SAME;
-}
-
-/* DW_CFA_restore: the register's rule as the CIE set it (not allowed in the CIE itself). */
-TS_SIGNAL_SAFE static int restore(row *r, uint64_t reg, const row *initial) {
-    if (!initial) return -1;
-    if (reg == REG_BP) r->bp = initial->bp;
-    if (reg == REG_RA) r->ra = initial->ra;
-    return 0;
-}
-
-#define STATE_DEPTH 8
-
-/* Runs a CFA program into r, up to the row that holds at `pc` (`loc` is where
- * the program starts; `initial` the CIE's row, for DW_CFA_restore). */
-TS_SIGNAL_SAFE static int run(cursor c, const cie *ci, uint64_t loc, uint64_t pc, row *r, const row *initial) {
-    row saved[STATE_DEPTH];
-    int depth = 0;
-    while (c.p < c.end && !c.bad) {
-        uint8_t op = (uint8_t)get_bytes(&c, 1);
-        uint64_t reg, delta = 0;
-        int advance = 0;
-        switch (op >> 6) {
-        case 1: delta = op & 0x3f, advance = 1; break;
-        case 2: set_rule(r, op & 0x3f, R_OFFSET, (int64_t)get_uleb(&c) * ci->data_align); continue;
-        case 3:
-            if (restore(r, op & 0x3f, initial) != 0) return -1;
-            continue;
-        }
-        if (!advance) switch (op) {
-            case 0x00: break; /* nop */
-            case 0x01: {      /* set_loc */
-                uint64_t to = get_encoded(&c, ci->fde_enc, 0);
-                if (c.bad) return -1;
-                if (to > pc) return 0;
-                loc = to;
-                break;
-            }
-            case 0x02: delta = get_bytes(&c, 1), advance = 1; break;
-            case 0x03: delta = get_bytes(&c, 2), advance = 1; break;
-            case 0x04: delta = get_bytes(&c, 4), advance = 1; break;
-            case 0x05: reg = get_uleb(&c), set_rule(r, reg, R_OFFSET, (int64_t)get_uleb(&c) * ci->data_align); break;
-            case 0x06:
-                if (restore(r, get_uleb(&c), initial) != 0) return -1;
-                break;
-            case 0x07: set_rule(r, get_uleb(&c), R_UNDEF, 0); break;
-            case 0x08: set_rule(r, get_uleb(&c), R_SAME, 0); break;
-            case 0x09: reg = get_uleb(&c), get_uleb(&c), set_rule(r, reg, R_UNSUPPORTED, 0); break;
-            case 0x0a:
-                if (depth == STATE_DEPTH) return -1;
-                saved[depth++] = *r;
-                break;
-            case 0x0b:
-                if (depth == 0) return -1;
-                *r = saved[--depth];
-                break;
-            case 0x0c: r->cfa_reg = (int)get_uleb(&c), r->cfa_off = (int64_t)get_uleb(&c); break;
-            case 0x0d: r->cfa_reg = (int)get_uleb(&c); break;
-            case 0x0e: r->cfa_off = (int64_t)get_uleb(&c); break;
-            case 0x0f: { /* def_cfa_expression */
-                uint64_t n = get_uleb(&c);
-                if (c.bad || n > (uint64_t)(c.end - c.p)) return -1;
-                c.p += n;
-                r->cfa_reg = -1;
-                break;
-            }
-            case 0x10:   /* expression */
-            case 0x16: { /* val_expression */
-                reg = get_uleb(&c);
-                uint64_t n = get_uleb(&c);
-                if (c.bad || n > (uint64_t)(c.end - c.p)) return -1;
-                c.p += n;
-                set_rule(r, reg, R_UNSUPPORTED, 0);
-                break;
-            }
-            case 0x11: reg = get_uleb(&c), set_rule(r, reg, R_OFFSET, get_sleb(&c) * ci->data_align); break;
-            case 0x12: r->cfa_reg = (int)get_uleb(&c), r->cfa_off = get_sleb(&c) * ci->data_align; break;
-            case 0x13: r->cfa_off = get_sleb(&c) * ci->data_align; break;
-            case 0x14:
-                reg = get_uleb(&c), set_rule(r, reg, R_VAL_OFFSET, (int64_t)get_uleb(&c) * ci->data_align);
-                break;
-            case 0x15: reg = get_uleb(&c), set_rule(r, reg, R_VAL_OFFSET, get_sleb(&c) * ci->data_align); break;
-            case 0x2e: get_uleb(&c); break; /* GNU_args_size */
-            case 0x2f: reg = get_uleb(&c), set_rule(r, reg, R_OFFSET, -(int64_t)get_uleb(&c) * ci->data_align); break;
-            default: return -1;
-            }
-        if (advance) {
-            uint64_t to = loc + delta * ci->code_align;
-            if (to > pc) return 0; /* the row in force at pc is the one built so far */
-            loc = to;
-        }
-    }
-    return c.bad ? -1 : 0;
-}
 
 /* The module whose executable text holds pc, or NULL. */
 TS_SIGNAL_SAFE static const cfi_module *module_of(const cfi_snapshot *s, uintptr_t pc) {
@@ -314,48 +71,6 @@ TS_SIGNAL_SAFE static const cfi_module *module_of(const cfi_snapshot *s, uintptr
             return &s->m[mid];
     }
     return NULL;
-}
-
-/* Entry i of a module's search table: its function's start (field 0) or its FDE (field 1). */
-TS_SIGNAL_SAFE static uintptr_t table_entry(const cfi_module *m, uint32_t i, int field) {
-    cursor c = {(const uint8_t *)(m->table + 8 * (uintptr_t)i + 4 * (uintptr_t)field), NULL, 0};
-    c.end = c.p + 4;
-    return m->hdr + (uintptr_t)(intptr_t)(int32_t)get_bytes(&c, 4);
-}
-
-/* The row of the CFI table that holds at pc: 0, or -1 when not modelled. */
-TS_SIGNAL_SAFE static int row_at(const cfi_module *m, uintptr_t pc, row *r) {
-    uint32_t lo = 0, hi = m->count;
-    while (hi - lo > 1) { /* the last entry starting at or before pc */
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (table_entry(m, mid, 0) <= pc)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    uintptr_t fde = table_entry(m, lo, 1);
-    cursor c = {(const uint8_t *)fde, (const uint8_t *)fde + 8, 0};
-    uint32_t length = (uint32_t)get_bytes(&c, 4);
-    if (length == 0 || length >= 0xfffffff0u) return -1;
-    c.end = (const uint8_t *)fde + 4 + length;
-    uintptr_t id_at = (uintptr_t)c.p;
-    uint32_t cie_off = (uint32_t)get_bytes(&c, 4);
-    if (c.bad || cie_off == 0) return -1;
-    cie ci;
-    if (read_cie(id_at - cie_off, &ci) != 0) return -1;
-    uint64_t start = get_encoded(&c, ci.fde_enc, 0);
-    uint64_t range = get_encoded(&c, ci.fde_enc & 0x0f, 0);
-    if (c.bad || pc < start || pc - start >= range) return -1;
-    if (ci.augmented) {
-        uint64_t n = get_uleb(&c);
-        if (c.bad || n > (uint64_t)(c.end - c.p)) return -1;
-        c.p += n;
-    }
-    *r = (row){.cfa_reg = -1, .bp = {R_SAME, 0}, .ra = {R_SAME, 0}};
-    if (run(ci.insns, &ci, 0, UINT64_MAX, r, NULL) != 0) return -1;
-    row initial = *r;
-    if (run(c, &ci, start, pc, r, &initial) != 0) return -1;
-    return (r->cfa_reg == REG_SP || r->cfa_reg == REG_BP) && !r->other_sp ? 0 : -1;
 }
 
 /* Rows already found, by pc: a hot loop interrupts the same few hundred
@@ -428,7 +143,7 @@ TS_SIGNAL_SAFE static void cache_put(uintptr_t pc, uint32_t gen, const compact_r
 TS_SIGNAL_SAFE static int compact_row_at(const cfi_module *m, uint32_t gen, uintptr_t pc, compact_row *out) {
     if (cache_get(pc, gen, out)) return 0;
     row r;
-    if (row_at(m, pc, &r) != 0) return -1;
+    if (ts_cfi_row_at(m, pc, &r) != 0) return -1;
     *out = (compact_row){0};
     if (r.ra.kind == R_UNDEF || r.bp.kind == R_UNDEF) {
         out->end = 1, out->bp_kind = END;

@@ -446,12 +446,7 @@ static PyObject *py_cfi_check(PyObject *self, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
     if (on < 0) return NULL;
     atomic_store(&ts_cfi_check, on);
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_cfi_check_counts(PyObject *self, PyObject *unused) {
-    (void)self, (void)unused;
-    uint64_t *f = ts_cfi_first_mismatch;
+    const uint64_t *f = ts_cfi_first_mismatch;
     return Py_BuildValue("(KK(KKKKK))", (unsigned long long)atomic_load(&ts_cfi_checked),
                          (unsigned long long)atomic_load(&ts_cfi_mismatched), (unsigned long long)f[0],
                          (unsigned long long)f[1], (unsigned long long)f[2], (unsigned long long)f[3],
@@ -532,9 +527,8 @@ static PyMethodDef methods[] = {
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_cfi_check", py_cfi_check, METH_O,
-     "test builds: _cfi_check(True): libunwind unwinds every fast-path sample too, and differences are counted"},
-    {"_cfi_check_counts", py_cfi_check_counts, METH_NOARGS,
-     "test builds: (checked, mismatched, (fast n, libunwind n, index, fast ip, libunwind ip) of the first)"},
+     "test builds: _cfi_check(on): libunwind unwinds every fast-path sample too, differences counted -> "
+     "(checked, mismatched, (fast n, libunwind n, index, fast ip, libunwind ip) of the first)"},
     {"_probe_native_fault", py_probe_native_fault, METH_NOARGS,
      "test builds: unwind a context whose stack is unmapped -> (frames, reason, faults absorbed)"},
     {"_probe_guarded_load", py_probe_guarded_load, METH_NOARGS,

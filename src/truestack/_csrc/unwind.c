@@ -41,7 +41,7 @@
 #include <string.h>
 
 const char *const ts_native_reason_names[TS_NNATIVE_REASONS] = {
-    NULL, "off", "loader", "fault", "failed", "truncated", "not_running",
+    NULL, "off", "loader", "fault", "failed", "truncated", "not_running", "busy",
 };
 
 #ifdef TS_HAVE_LIBUNWIND
@@ -98,6 +98,27 @@ TS_SIGNAL_SAFE static void walk_libunwind(ucontext_t *uc, uint64_t *ips, int max
     }
 }
 
+/* One handler at a time in libunwind. libunwind holds its cache lock while it
+ * calls dl_iterate_phdr, which takes the loader's write lock; a thread inside
+ * dlopen holds that lock at moments when _r_debug still reads consistent
+ * (seen in _dl_add_to_namespace_list, glibc 2.36). If its handler then waited
+ * for libunwind's cache lock, held by another thread's handler that waits for
+ * the loader's lock, both would hang: they did, in tests/native/test_cfi_unwind.py.
+ * A handler that finds libunwind taken does not wait: its sample keeps its
+ * Python frames ("busy"). *holding stays set while the flag is ours, for
+ * the fault escape to let go of it. */
+static atomic_flag libunwind_taken = ATOMIC_FLAG_INIT;
+
+TS_SIGNAL_SAFE static int walk_libunwind_alone(ucontext_t *uc, uint64_t *ips, int max, int *why, volatile int *n,
+                                               volatile int *holding) {
+    if (atomic_flag_test_and_set_explicit(&libunwind_taken, memory_order_acquire)) return 0;
+    *holding = 1;
+    walk_libunwind(uc, ips, max, why, n);
+    *holding = 0;
+    atomic_flag_clear_explicit(&libunwind_taken, memory_order_release);
+    return 1;
+}
+
 #ifdef TS_TEST_HOOKS
 atomic_int ts_cfi_check;
 _Atomic uint64_t ts_cfi_checked, ts_cfi_mismatched;
@@ -106,12 +127,12 @@ uint64_t ts_cfi_first_mismatch[5];
 /* Test builds, when asked: libunwind unwinds the sample the fast path did,
  * and any difference is counted (the first one kept: both counts, where they
  * part, and the two addresses there). */
-TS_SIGNAL_SAFE static void check_fast_path(ucontext_t *uc, const uint64_t *ips, int n, int why) {
+TS_SIGNAL_SAFE static void check_fast_path(ucontext_t *uc, const uint64_t *ips, int n, int why, volatile int *holding) {
     uint64_t theirs[TS_CFI_CHECK_DEPTH];
     volatile int m = 0;
     int their_why = TS_NATIVE_OK;
-    if (n > TS_CFI_CHECK_DEPTH) return;
-    walk_libunwind(uc, theirs, TS_CFI_CHECK_DEPTH, &their_why, &m);
+    if (n > TS_CFI_CHECK_DEPTH || !walk_libunwind_alone(uc, theirs, TS_CFI_CHECK_DEPTH, &their_why, &m, holding))
+        return;
     int at = 0;
     while (at < n && at < m && ips[at] == theirs[at]) at++;
     atomic_fetch_add(&ts_cfi_checked, 1);
@@ -132,10 +153,11 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
         return 0;
     }
     /* volatile: read after a fault jumps back here */
-    volatile int n = 0;
+    volatile int n = 0, holding = 0;
     sigjmp_buf escape;
     if (sigsetjmp(escape, 0)) { /* a fault in the unwinder (safeload.c) */
         ts_unwind_escape = NULL;
+        if (holding) atomic_flag_clear_explicit(&libunwind_taken, memory_order_release);
         *why = TS_NATIVE_FAULT;
         return n;
     }
@@ -145,12 +167,12 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
         n = fast;
         atomic_fetch_add_explicit(&ts_cfi_unwound, 1, memory_order_relaxed);
 #ifdef TS_TEST_HOOKS
-        if (atomic_load_explicit(&ts_cfi_check, memory_order_relaxed)) check_fast_path(uc, ips, fast, *why);
+        if (atomic_load_explicit(&ts_cfi_check, memory_order_relaxed)) check_fast_path(uc, ips, fast, *why, &holding);
 #endif
     } else {
         atomic_fetch_add_explicit(&ts_cfi_fallbacks, 1, memory_order_relaxed);
         *why = TS_NATIVE_OK;
-        walk_libunwind(uc, ips, max, why, &n);
+        if (!walk_libunwind_alone(uc, ips, max, why, &n, &holding)) *why = TS_NATIVE_BUSY;
     }
     ts_unwind_escape = NULL;
     return n;

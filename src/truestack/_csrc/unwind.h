@@ -16,7 +16,8 @@ enum {
     TS_NATIVE_FAILED = 4,      /* libunwind could not start or found no unwind info */
     TS_NATIVE_TRUNCATED = 5,   /* more frames than kept */
     TS_NATIVE_NOT_RUNNING = 6, /* wall mode: a blocked thread walked by the control thread */
-    TS_NNATIVE_REASONS = 7
+    TS_NATIVE_BUSY = 7,        /* libunwind was in use by another thread's handler (unwind.c) */
+    TS_NNATIVE_REASONS = 8
 };
 extern const char *const ts_native_reason_names[TS_NNATIVE_REASONS];
 
