@@ -188,11 +188,12 @@ static uint64_t loader_fingerprint(void) {
     return h ^ (uint64_t)n;
 }
 
-TS_SIGNAL_SAFE int ts_cfi_unwind(void *ucv, uint64_t *ips, int max, int *why) {
+TS_SIGNAL_SAFE int ts_cfi_unwind(void *ucv, uint64_t *ips, int max, int *why, int *seen) {
     const cfi_snapshot *snap = atomic_load_explicit(&current, memory_order_acquire);
     if (!snap || !atomic_load_explicit(&ts_cfi_enabled, memory_order_relaxed)) return -1;
     uint32_t gen = atomic_load_explicit(&generation, memory_order_relaxed);
     const cfi_module *checked = NULL; /* the module last found current, in this sample */
+    *seen = 0;
     const greg_t *g = ((ucontext_t *)ucv)->uc_mcontext.gregs;
     uint64_t ip = (uint64_t)g[REG_RIP], sp = (uint64_t)g[REG_RSP], bp = (uint64_t)g[REG_RBP];
     int n = 0, fault = 0;
@@ -203,6 +204,7 @@ TS_SIGNAL_SAFE int ts_cfi_unwind(void *ucv, uint64_t *ips, int max, int *why) {
             break;
         }
         ips[n++] = ip;
+        *seen = n;
         /* A caller's return address may be one past its function's end. */
         uintptr_t pc = first ? ip : ip - 1;
         const cfi_module *m = module_of(snap, pc);
@@ -314,8 +316,9 @@ void ts_cfi_refresh(void) {
 #else
 int ts_cfi_prepare(void) { return 0; }
 void ts_cfi_refresh(void) {}
-TS_SIGNAL_SAFE int ts_cfi_unwind(void *uc, uint64_t *ips, int max, int *why) {
+TS_SIGNAL_SAFE int ts_cfi_unwind(void *uc, uint64_t *ips, int max, int *why, int *seen) {
     (void)uc, (void)ips, (void)max, (void)why;
+    *seen = 0;
     return -1;
 }
 #endif

@@ -39,8 +39,9 @@ extern uint64_t ts_cfi_first_mismatch[5];
 TS_HIDDEN_BEGIN
 /* Unwinds the signal context uc into ips (leaf first, at most max) exactly as
  * libunwind would: returns the count and sets *why (TS_NATIVE_OK or
- * TS_NATIVE_TRUNCATED), or -1 when libunwind must do it. Must run inside
- * unwind.c's fault escape: it reads modules' CFI with plain loads. */
-TS_SIGNAL_SAFE int ts_cfi_unwind(void *uc, uint64_t *ips, int max, int *why);
+ * TS_NATIVE_TRUNCATED), or -1 when libunwind must do it. *seen: the frames
+ * stored in ips either way. Must run inside unwind.c's fault escape: it reads
+ * modules' CFI with plain loads. */
+TS_SIGNAL_SAFE int ts_cfi_unwind(void *uc, uint64_t *ips, int max, int *why, int *seen);
 TS_HIDDEN_END
 #endif

@@ -35,6 +35,7 @@
 #include "unwind.h"
 #include "cfi.h"
 #include "safeload.h"
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <setjmp.h>
@@ -51,6 +52,7 @@ const char *const ts_native_reason_names[TS_NNATIVE_REASONS] = {
 
 const int ts_native_available = 1;
 TS_SIGNAL_SAFE static void walk_libunwind(ucontext_t *uc, uint64_t *ips, int max, int *why, volatile int *n);
+static void find_loader_code(void);
 
 int ts_native_prepare(void) {
     static int done;
@@ -65,13 +67,54 @@ int ts_native_prepare(void) {
     int why;
     volatile int n = 0;
     walk_libunwind(&uc, ips, 8, &why, &n);
-    (void)ts_cfi_unwind(&uc, ips, 8, &why);
+    int seen;
+    (void)ts_cfi_unwind(&uc, ips, 8, &why, &seen);
+    find_loader_code();
     if (unw_init_local2(&c, (unw_context_t *)&uc, UNW_INIT_SIGNAL_FRAME) < 0) return -ENOTSUP;
     done = 1;
     return 0;
 }
 
 TS_SIGNAL_SAFE static int loader_busy(void) { return *(volatile int *)&_r_debug.r_state != RT_CONSISTENT; }
+
+/* The loader's code: ld.so's text, and dl_iterate_phdr (libc). A thread
+ * interrupted there may be taking or letting go of the loader's recursive
+ * lock (dl_load_write_lock): between the futex and its owner field the lock
+ * is neither free nor known to be this thread's, and libunwind, calling
+ * dl_iterate_phdr from the handler, would wait for it forever. It did: a
+ * handler interrupted _dl_add_to_namespace_list inside pthread_mutex_lock.
+ * So a sample whose first frames are there is never given to libunwind. */
+static uintptr_t loader_code[2][2];
+
+static int find_ldso_text(struct dl_phdr_info *info, size_t size, void *base) {
+    (void)size;
+    if (info->dlpi_addr != (uintptr_t)base) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            loader_code[0][0] = info->dlpi_addr + ph->p_vaddr;
+            loader_code[0][1] = loader_code[0][0] + ph->p_memsz;
+        }
+    }
+    return 1;
+}
+
+static void find_loader_code(void) {
+    Dl_info di;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr((void *)&_r_debug, &di)) dl_iterate_phdr(find_ldso_text, di.dli_fbase);
+    if (dladdr1((void *)dl_iterate_phdr, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && di.dli_saddr) {
+        loader_code[1][0] = (uintptr_t)di.dli_saddr;
+        loader_code[1][1] = loader_code[1][0] + (sym->st_size ? sym->st_size : 1024);
+    }
+}
+
+TS_SIGNAL_SAFE static int in_loader_code(const uint64_t *ips, int n) {
+    for (int i = 0; i < n && i < 3; i++)
+        for (int k = 0; k < 2; k++)
+            if (ips[i] >= loader_code[k][0] && ips[i] < loader_code[k][1]) return 1;
+    return 0;
+}
 
 /* libunwind's walk from uc; *n counts the frames stored so far (read after a
  * fault jumps back to the escape). */
@@ -131,7 +174,8 @@ TS_SIGNAL_SAFE static void check_fast_path(ucontext_t *uc, const uint64_t *ips, 
     uint64_t theirs[TS_CFI_CHECK_DEPTH];
     volatile int m = 0;
     int their_why = TS_NATIVE_OK;
-    if (n > TS_CFI_CHECK_DEPTH || !walk_libunwind_alone(uc, theirs, TS_CFI_CHECK_DEPTH, &their_why, &m, holding))
+    if (n > TS_CFI_CHECK_DEPTH || in_loader_code(ips, n) ||
+        !walk_libunwind_alone(uc, theirs, TS_CFI_CHECK_DEPTH, &their_why, &m, holding))
         return;
     int at = 0;
     while (at < n && at < m && ips[at] == theirs[at]) at++;
@@ -162,7 +206,8 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
         return n;
     }
     ts_unwind_escape = &escape;
-    int fast = ts_cfi_unwind(uc, ips, max, why);
+    int seen = 0;
+    int fast = ts_cfi_unwind(uc, ips, max, why, &seen);
     if (fast >= 0) {
         n = fast;
         atomic_fetch_add_explicit(&ts_cfi_unwound, 1, memory_order_relaxed);
@@ -172,7 +217,10 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
     } else {
         atomic_fetch_add_explicit(&ts_cfi_fallbacks, 1, memory_order_relaxed);
         *why = TS_NATIVE_OK;
-        if (!walk_libunwind_alone(uc, ips, max, why, &n, &holding)) *why = TS_NATIVE_BUSY;
+        if (in_loader_code(ips, seen))
+            *why = TS_NATIVE_LOADER;
+        else if (!walk_libunwind_alone(uc, ips, max, why, &n, &holding))
+            *why = TS_NATIVE_BUSY;
     }
     ts_unwind_escape = NULL;
     return n;
