@@ -328,3 +328,37 @@ def test_only_frames_of_breakpoint_code_pay(tmp_path):
     else:
         assert out["in_fib"] == calls + 1  # sys.monitoring: the other line is DISABLEd at its first event
     assert not out["after"]["hook"] and out["after"]["gettrace"] and out["after"]["tool_free"]
+
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_stop_keeps_its_own_hit_number_when_another_thread_hits_before_it_is_shown(tmp_path, path):
+    out = run(tmp_path, '''
+        import time
+
+        def work():
+            return 1  # LINE
+
+        numbers = {}
+        counted_meanwhile = []
+
+        class Holding(Recorder):
+            def user_line(self, frame, stop):
+                if not numbers:  # the first stop: the other worker counts its hit while this one is shown
+                    second.start()
+                    deadline = time.monotonic() + 10
+                    while bp.hits < 2 and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    counted_meanwhile.append(bp.hits)
+                numbers[threading.current_thread().name] = stop.hit
+
+        d = Holding()
+        bp = d.set_break(__file__, line_of("LINE"))
+        first = threading.Thread(target=work, name="first")
+        second = threading.Thread(target=work, name="second")
+        first.start(); first.join(); second.join()
+        d.clear_all_breaks()
+        print(json.dumps({"numbers": numbers, "counted_meanwhile": counted_meanwhile}))
+    ''', path)
+    assert out["counted_meanwhile"] == [2], out
+    assert out["numbers"] == {"first": 1, "second": 2}, out

@@ -214,9 +214,10 @@ static PyObject *check(PyObject *m, PyObject *frame) {
     dh_where_from_frame(&w, f);
     PyObject *hit;
     int delete_ok = 0;
-    if (dh_decide(rec, ls, &w, &hit, &delete_ok) < 0) return NULL;
+    Py_ssize_t hit_no = 0;
+    if (dh_decide(rec, ls, &w, &hit, &delete_ok, &hit_no) < 0) return NULL;
     if (hit == NULL) Py_RETURN_NONE;
-    return Py_BuildValue("(NO)", hit, delete_ok ? Py_True : Py_False);
+    return Py_BuildValue("(NOn)", hit, delete_ok ? Py_True : Py_False, hit_no);
 }
 
 static PyObject *monitor_line(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
@@ -364,7 +365,7 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(classify, stop, report, disable=None): the Python callbacks."},
     {"invalidate", invalidate, METH_NOARGS, "Breakpoints changed: every code record is asked again."},
-    {"check", check, METH_O, "check(frame) -> (bp, delete_ok) or None: dh_decide the frame's current line."},
+    {"check", check, METH_O, "check(frame) -> (bp, delete_ok, hit_no) or None: dh_decide the frame's current line."},
     {"monitor_line", (PyCFunction)(void (*)(void))monitor_line, METH_FASTCALL, "sys.monitoring LINE callback (3.12+)."},
     {"install", install, METH_NOARGS,
      "Install the frame-evaluation hook (3.10/3.11); False where there is none or another tool has one."},

@@ -94,7 +94,7 @@ PyCodeObject *dh_frame_code(PyFrameObject *f);
 void dh_where_from_frame(Where *w, PyFrameObject *f);
 PyFrameObject *dh_where_frame(Where *w);
 /* pdb's bdb.effective() on the line's candidates; see debughook_decide.c. */
-int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *delete_ok);
+int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *delete_ok, Py_ssize_t *hit_no);
 /* Decide, and stop (the Python callback) if a breakpoint says so. */
 int dh_visit_line(CodeRecord *rec, LineSites *ls, Where *w);
 

@@ -159,8 +159,10 @@ static int condition_value(Candidate *c, Where *w) {
  * holds (or raised), as truestack always has: the first candidate that
  * stops, or none.
  * *hit gets a new reference to its Breakpoint; *delete_ok says whether a
- * temporary breakpoint may go (not after a condition raised). */
-int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *delete_ok) {
+ * temporary breakpoint may go (not after a condition raised); *hit_no is
+ * this stop's own hit count, taken now: another thread may count the next
+ * hit before this one reaches the shell. */
+int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *delete_ok, Py_ssize_t *hit_no) {
     *hit = NULL;
     rec->pins++;
     int rc = 0;
@@ -184,6 +186,7 @@ int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *del
         }
         *hit = Py_NewRef(c->bp);
         *delete_ok = verdict == COND_TRUE;
+        *hit_no = st->hits;
     }
     rec->pins--;
     return rc;
@@ -193,13 +196,18 @@ int dh_decide(CodeRecord *rec, LineSites *ls, Where *w, PyObject **hit, int *del
 int dh_visit_line(CodeRecord *rec, LineSites *ls, Where *w) {
     PyObject *hit;
     int delete_ok = 0;
-    if (dh_decide(rec, ls, w, &hit, &delete_ok) < 0) return -1;
+    Py_ssize_t hit_no = 0;
+    if (dh_decide(rec, ls, w, &hit, &delete_ok, &hit_no) < 0) return -1;
     if (hit == NULL) return 0;
     PyFrameObject *frame = dh_where_frame(w);
     PyObject *r = NULL;
-    if (frame != NULL && dh_stop_cb != NULL)
-        r = PyObject_CallFunctionObjArgs(dh_stop_cb, (PyObject *)frame, hit, delete_ok ? Py_True : Py_False, NULL);
-    else if (frame != NULL)
+    if (frame != NULL && dh_stop_cb != NULL) {
+        PyObject *no = PyLong_FromSsize_t(hit_no);
+        if (no != NULL)
+            r = PyObject_CallFunctionObjArgs(dh_stop_cb, (PyObject *)frame, hit, delete_ok ? Py_True : Py_False, no,
+                                             NULL);
+        Py_XDECREF(no);
+    } else if (frame != NULL)
         r = Py_NewRef(Py_None);
     Py_DECREF(hit);
     if (r == NULL) return -1;

@@ -65,6 +65,7 @@ class Stop:
     reason: str  # breakpoint | step | entry | breakpoint() | interrupt | return | post-mortem
     thread: threading.Thread = field(default_factory=threading.current_thread)
     breakpoint: Breakpoint | None = None
+    hit: int = 0  # the breakpoint's hit count at this stop
     returned: tuple[str, Any] | None = None
     exception: BaseException | None = None
     note: str = ""
@@ -148,11 +149,11 @@ class Debugger:
         bp.ignore = count
         return bp
 
-    def _decide(self, frame: types.FrameType) -> tuple[Breakpoint, bool] | None:
-        """The breakpoint that stops `frame` at its current line, if any (see fastpath)."""
+    def _decide(self, frame: types.FrameType) -> tuple[Breakpoint, bool, int] | None:
+        """(breakpoint, delete_ok, hit number) that stops `frame` at its current line, if any (see fastpath)."""
         if fastpath.hook is not None:
             self.claim_fast_path()
-            verdict: tuple[Breakpoint, bool] | None = fastpath.hook.check(frame)
+            verdict: tuple[Breakpoint, bool, int] | None = fastpath.hook.check(frame)
             return verdict
         lines = self.breaks.lines_in(frame.f_code.co_filename)
         candidates = lines.get(frame.f_lineno) if lines else None
@@ -163,8 +164,9 @@ class Debugger:
     def _report_condition_error(self, bp: Breakpoint, exc: BaseException) -> None:
         self.error(f"error in condition of breakpoint {bp.id} ({bp.cond}): {type(exc).__name__}: {exc}")
 
-    def stop_at_break(self, frame: types.FrameType, bp: Breakpoint, delete_ok: bool) -> None:
-        """A breakpoint decided to stop (called by the C fast path too)."""
+    def stop_at_break(self, frame: types.FrameType, bp: Breakpoint, delete_ok: bool, hit: int) -> None:
+        """A breakpoint decided to stop (called by the C fast path too); `hit` is
+        this stop's own count, since another thread may have counted one since."""
         if self.quitting or getattr(self._tls, "busy", False):
             return
         if self.skip_count > 0:
@@ -173,7 +175,7 @@ class Debugger:
         if bp.temporary and delete_ok and bp in self.breaks.all():  # not already gone (another thread)
             self.clear_break(bp.id)
             self.message(f"Deleted breakpoint {bp.id} at {bp.file}:{bp.line}")
-        self.interaction(frame, Stop("breakpoint", breakpoint=bp))
+        self.interaction(frame, Stop("breakpoint", breakpoint=bp, hit=hit))
 
     def claim_fast_path(self) -> None:
         """Point the C fast path's callbacks at this debugger (one per process

@@ -75,8 +75,8 @@ def decide_in_python(
     frame: types.FrameType,
     candidates: Sequence[tuple[State, Any]],
     report: Callable[[Any, BaseException], None],
-) -> tuple[Any, bool] | None:
-    """(breakpoint, delete_ok) of the first candidate that stops, or None."""
+) -> tuple[Any, bool, int] | None:
+    """(breakpoint, delete_ok, its hit count now) of the first candidate that stops, or None."""
     for state, bp in candidates:
         if not state.enabled:
             continue
@@ -89,8 +89,9 @@ def decide_in_python(
                 report(bp, exc)
                 raised = True
         state.hits += 1
+        hit_no = state.hits  # this stop's own count, before another thread adds one
         if not raised and state.ignore > 0:
             state.ignore -= 1
             continue
-        return bp, not raised
+        return bp, not raised, hit_no
     return None

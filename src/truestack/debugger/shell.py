@@ -103,7 +103,7 @@ class ConsoleDebugger(Debugger):
             self.message(f"{name}() returned {_safe_repr(value)}")
         reason = {
             "breakpoint": lambda: (
-                f"breakpoint {stop.breakpoint.id}, hit {stop.breakpoint.hits}" if stop.breakpoint else "breakpoint"
+                f"breakpoint {stop.breakpoint.id}, hit {stop.hit}" if stop.breakpoint else "breakpoint"
             ),
             "post-mortem": lambda: f"post-mortem: {type(stop.exception).__name__}: {stop.exception}",
         }.get(stop.reason, lambda: stop.reason)()
