@@ -18,7 +18,8 @@ int ts_cfi_prepare(void);
  * snapshot, takes a new one. Old snapshots stay readable until the next start. */
 void ts_cfi_refresh(void);
 
-/* Samples unwound by the fast path, and samples handed to libunwind. */
+/* Samples unwound by the fast path, and samples libunwind unwound (not those
+ * declined as "loader" or "busy", or cut short by a fault). */
 extern _Atomic uint64_t ts_cfi_unwound, ts_cfi_fallbacks;
 /* 0: every sample goes to libunwind (_native.native_unwinder("libunwind"), for comparisons). */
 extern atomic_int ts_cfi_enabled;

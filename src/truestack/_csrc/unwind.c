@@ -215,12 +215,13 @@ TS_SIGNAL_SAFE int ts_native_unwind(void *ucv, uint64_t *ips, int max, int *why)
         if (atomic_load_explicit(&ts_cfi_check, memory_order_relaxed)) check_fast_path(uc, ips, fast, *why, &holding);
 #endif
     } else {
-        atomic_fetch_add_explicit(&ts_cfi_fallbacks, 1, memory_order_relaxed);
         *why = TS_NATIVE_OK;
         if (in_loader_code(ips, seen))
             *why = TS_NATIVE_LOADER;
         else if (!walk_libunwind_alone(uc, ips, max, why, &n, &holding))
             *why = TS_NATIVE_BUSY;
+        else /* counted once libunwind really took the sample (a fault jumps past: reason "fault") */
+            atomic_fetch_add_explicit(&ts_cfi_fallbacks, 1, memory_order_relaxed);
     }
     ts_unwind_escape = NULL;
     return n;
