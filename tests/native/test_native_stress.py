@@ -32,6 +32,8 @@ def test_stress(mode):
     assert r["misattributed"] == 0, r["examples"]
     assert r["tagged"] > MIN_TAGGED, r  # churned code was actually sampled
     assert r["fork_statuses"] == [0], r  # the child neither crashed nor hung
+    # ... except, under the sanitizer job only, a child stuck in ASan's own allocator (wl_stress.wait_child)
+    print("children stuck in ASan's allocator", r["children_stuck_in_asan_allocator"])
     assert r["max_depth"] >= 2000, r
     assert r["churned"] >= MIN_CHURNED, r
     assert any(name.startswith("short-") or name.startswith("thread-") for name in r["threads"]), r
