@@ -19,21 +19,25 @@ class AwaitChain(NamedTuple):
     running: bool  # the task is being stepped right now (nothing awaited)
 
 
-_frames: dict[tuple[Any, int], Frame] = {}  # (code, line) -> Frame: chains repeat, frames are interned
+# (id of a code object, line) -> (that code, its Frame): chains repeat, frames are interned. By id,
+# as hashing a code object hashes its constants every time (~2 us); the entry holds the code, so
+# its id is not reused while the entry lives.
+_frames: dict[tuple[int, int], tuple[Any, Frame]] = {}
 _FRAMES_LIMIT = 100_000
 
 
 def code_frame(code: Any, line: int) -> Frame:
     """The Frame the native engine makes for this code (qualified name, file, first line)."""
-    key = (code, line)
+    key = (id(code), line)
     found = _frames.get(key)
     if found is None:
         if len(_frames) > _FRAMES_LIMIT:
             _frames.clear()
-        found = _frames[key] = Frame(
+        frame = Frame(
             getattr(code, "co_qualname", code.co_name), code.co_filename, max(line or 0, 0), code.co_firstlineno
         )
-    return found
+        found = _frames[key] = (code, frame)
+    return found[1]
 
 
 # type -> (its suspended frame, what it awaits, is it running): one lookup per link

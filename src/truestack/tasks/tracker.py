@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, FrameKind, Sample
-from .chain import await_chain, code_frame
+from .chain import await_chain
 from .hook import NewTask, TaskHook
 
 _WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL held) ...
@@ -46,9 +46,15 @@ _MAX_NESTING = 64  # parents above a task shown at most (a cycle of waits cannot
 
 
 _walked = operator.attrgetter("walked_ns")
+_coro_of = operator.itemgetter(1)  # of a NewTask
 
 
-_NO_ROOT = Frame("", "", 0, 0, FrameKind.TRUNCATED.value)
+def _is_task_type(kind: type) -> bool:
+    return hasattr(kind, "get_coro")
+
+
+_SYNTHETIC = FrameKind.TRUNCATED.value  # read once: an enum member's value is a slow property
+_NO_ROOT = Frame("", "", 0, 0, _SYNTHETIC)
 
 
 class _Task:
@@ -92,11 +98,10 @@ class _Task:
         self.tid = next(tids)
         name, coro = self.task.get_name(), self.coro
         code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-        if code is not None:
-            found = code_frame(code, 0)
-            self.code = (found.name, found.first_line)  # to find its frame in a sample's stack
+        if code is not None:  # to find its frame in a sample's stack (named as code_frame names it)
+            self.code = (getattr(code, "co_qualname", code.co_name), code.co_firstlineno)
         self.name = f"task:{name} ({getattr(coro, '__qualname__', type(coro).__name__)})"
-        self.root = Frame(f"task:{name}", "", 0, 0, FrameKind.TRUNCATED.value)
+        self.root = Frame(f"task:{name}", "", 0, 0, _SYNTHETIC)
         return self
 
 
@@ -186,6 +191,9 @@ class TaskTracker:
         prefix = _Prefixes(self._tids, self._parents)
         out: list[Sample] = []
         by_coro = self._by_coro
+        # The engine gives the samples of one stack the same tuple: its cut is found once per
+        # drain. (The entry holds the tuple, so its id is not reused meanwhile.)
+        cuts: dict[tuple[int, tuple[str, int] | None], tuple[tuple[Frame, ...], tuple[Frame, ...]]] = {}
         for sample in batch:
             info = (by_coro.get(sample.coro) or self._sampled_fresh(sample)) if sample.coro else None
             if info is None:
@@ -200,7 +208,10 @@ class TaskTracker:
             # Holding the loop is running from the task's side, even blocked in a sync call
             # (time.sleep, blocking I/O): exactly what must not be left out with the idle samples.
             sample.state = STATE_RUNNING
-            sample.frames = frames + self._from_coroutine(info, sample.frames)
+            cut = cuts.get((id(sample.frames), info.code))
+            if cut is None:
+                cut = cuts[id(sample.frames), info.code] = (sample.frames, self._from_coroutine(info, sample.frames))
+            sample.frames = frames + cut[1]
             out.append(sample)
         if self.wall:
             out.extend(self._awaiting(walked, prefix, now))
@@ -210,7 +221,9 @@ class TaskTracker:
         # program's own cost, moved to the collector, counted apart (free_ns).
         freeing = time.thread_time_ns()
         for key in self._done_before:
-            self._set_children(by_coro.pop(key), ())
+            info = by_coro.pop(key)
+            if info.children:
+                self._set_children(info, ())
         self._fresh_done.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
@@ -218,13 +231,20 @@ class TaskTracker:
 
     # -- steps ----------------------------------------------------------
     def _register(self) -> None:
-        fresh, by_coro = self._fresh, self._by_coro
-        for new in self.hook.take():
-            coro = new[1]
-            if coro is None or id(coro) in fresh or id(coro) in by_coro:
-                continue
-            fresh[id(coro)] = new
-            self.tasks_seen += 1
+        # Thousands per second in a busy service: dict and set operations, not a loop per task.
+        # A task registered twice (its coroutine already known) keeps its first entry.
+        taken = self.hook.take()
+        new = dict(zip(map(id, map(_coro_of, taken)), taken, strict=True))
+        if len(new) < len(taken) or id(None) in new:  # a task registered twice, or without a coroutine
+            new = {}
+            for entry in taken:
+                if entry[1] is not None:
+                    new.setdefault(id(entry[1]), entry)
+        for known in (self._fresh, self._by_coro):
+            for key in new.keys() & known.keys():
+                del new[key]
+        self._fresh.update(new)
+        self.tasks_seen += len(new)
 
     def _materialise(self, key: int, new: NewTask) -> _Task:
         info = self._by_coro[key] = _Task(*new)
@@ -294,22 +314,33 @@ class TaskTracker:
             if not (chain.running and info.chain):
                 info.chain = chain.frames
             if chain.children != info.children:
-                self._set_children(info, chain.children)
+                dropped = self._set_children(info, chain.children)
+                freeing = time.thread_time_ns()
+                # Often the tasks of a gather that is over, whose last reference this was: their
+                # deallocation, moved from the program, as at the end of `process`.
+                del dropped
+                self.free_ns += time.thread_time_ns() - freeing
             info.walked_ns = self._drain_ns
         return walked
 
-    def _set_children(self, parent: _Task, children: tuple[Any, ...]) -> None:
+    def _set_children(self, parent: _Task, children: tuple[Any, ...]) -> tuple[Any, ...]:
         """`children` (walked just now) show under `parent` from now on, instead of those it had
-        (`_Prefixes` reads the relation). A gather has thousands, most never made _Tasks: the
-        relation is kept by task, whatever has become of each, the new ones in one dict update."""
-        parents = self._parents
-        for child in parent.children:
-            if parents.get(id(child)) is parent:
-                del parents[id(child)]
+        (`_Prefixes` reads the relation), which it returns. A gather has thousands, most never made
+        _Tasks: the relation is kept by task, whatever has become of each, the new ones in one dict update."""
+        parents, before = self._parents, parent.children
+        if before:
+            keys = list(map(id, before))
+            for key in [key for key, up in zip(keys, map(parents.get, keys), strict=True) if up is parent]:
+                del parents[key]
         parent.children = children
         # Tasks only (a gather may hold plain futures), and never the parent itself.
-        tasks = [id(child) for child in children if hasattr(child, "get_coro") and child is not parent.task]
-        parents.update(dict.fromkeys(tasks, parent))
+        if all(map(_is_task_type, set(map(type, children)))):
+            linked = dict.fromkeys(map(id, children), parent)
+        else:
+            linked = dict.fromkeys((id(child) for child in children if hasattr(child, "get_coro")), parent)
+        linked.pop(id(parent.task), None)
+        parents.update(linked)
+        return before
 
     @staticmethod
     def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
