@@ -45,6 +45,7 @@ from tools import child_env, find_binary, rate_arg
 from truestack_path import make_importable
 
 PROBE = HERE / "_e2e_probe.py"
+PERF_SETTLE_S = 1.3  # pause before each empty-script run (see measure_fixed_cost)
 QUICK_PROGRAMS = ["cpu_bound"]
 DEFAULT_PROGRAMS = ["cpu_bound", "acc_straight_line", "acc_threads"]
 
@@ -222,6 +223,10 @@ def measure_fixed_cost(pairs: int, workdir: Path, rng: random.Random) -> tuple[l
     env = child_env()
 
     def run(config: Config) -> Timing:
+        # The first task-bound perf event of a perf-idle system costs 6-12 ms of kernel set-up, and the
+        # kernel keeps it ~1 s after the last event closes: back to back, a run would skip what a
+        # user's single run pays. A pause before each run makes every run a first one.
+        time.sleep(PERF_SETTLE_S)
         return run_child(config.argv(sys.executable, str(empty), workdir, outputs.get(config.label, "")), env, workdir)
 
     runs = interleave(configs, pairs, run, rng)

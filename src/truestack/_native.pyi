@@ -64,6 +64,10 @@ def start(
     addresses kept per sample (--native; 0 = none)."""
 
 def stop() -> None: ...
+def warm_cpu_timers() -> None:
+    """Open and close one task-clock perf event, the GIL released: the kernel's one-off set-up
+    of its perf scheduling hooks (6-12 ms on a perf-idle system) is paid now. OSError if refused."""
+
 def drain(
     resolve_frame: Callable[[Any, int], Any] | None = None,
     finish: Callable[[tuple[Any, ...], str | None, int], tuple[Any, ...]] | None = None,

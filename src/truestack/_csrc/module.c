@@ -19,6 +19,7 @@
 #include "unwind.h"
 #include "cfi.h"
 #include "drain.h"
+#include "process_watch.h"
 #include "stackcache.h"
 #include "walker.h"
 
@@ -93,6 +94,15 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw) {
     int rc = ts_sampler_start(m, interval, depth, native, slots, pref);
     if (rc < 0) return errno_error(rc);
     return PyUnicode_FromString(ts_timer_name(ts_sampler_timer()));
+}
+
+static PyObject *py_warm_cpu_timers(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    PyThreadState *released = PyEval_SaveThread();
+    int rc = ts_timers_warm();
+    PyEval_RestoreThread(released);
+    if (rc) return errno_error(rc);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_stop(PyObject *self, PyObject *unused) {
@@ -303,48 +313,6 @@ static PyObject *py_codes_resolved_at_death(PyObject *self, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(ts_codes_resolved_at_death);
 }
 
-/* -- process-creation watch -------------------------------------------------
- * `record` without --subprocesses names the Python children a program starts
- * (it does not follow them). A Python audit hook is called for every audited event, and `id()`
- * is one (tens per collector sample, and whatever the program does): this C
- * hook filters by name and calls Python only when a process is created.
- * Audit hooks cannot be removed: the callback can be replaced, never dropped. */
-static PyObject *process_event_callback;
-
-static int process_audit_hook(const char *event, PyObject *args, void *data) {
-    (void)data;
-    if (strncmp(event, "os.", 3) != 0 && strcmp(event, "subprocess.Popen") != 0) return 0;
-    if (strcmp(event, "os.fork") != 0 && strcmp(event, "subprocess.Popen") != 0 && strcmp(event, "os.exec") != 0 &&
-        strcmp(event, "os.posix_spawn") != 0 && strcmp(event, "os.spawn") != 0)
-        return 0;
-    PyObject *callback = process_event_callback;
-    if (!callback) return 0;
-    Py_INCREF(callback);
-    PyObject *result = PyObject_CallFunction(callback, "sO", event, args);
-    if (result)
-        Py_DECREF(result);
-    else
-        PyErr_WriteUnraisable(callback); /* a note of ours must never stop the program's fork or exec */
-    Py_DECREF(callback);
-    return 0;
-}
-
-static PyObject *py_watch_process_events(PyObject *self, PyObject *callback) {
-    (void)self;
-    static int installed;
-    if (!PyCallable_Check(callback)) {
-        PyErr_SetString(PyExc_TypeError, "watch_process_events() needs a callable");
-        return NULL;
-    }
-    Py_INCREF(callback);
-    Py_XSETREF(process_event_callback, callback);
-    if (!installed) {
-        if (PySys_AddAuditHook(process_audit_hook, NULL) < 0) return NULL;
-        installed = 1;
-    }
-    Py_RETURN_NONE;
-}
-
 static PyObject *py_settle_counts(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     return Py_BuildValue("(KK)", (unsigned long long)ts_settle_calls, (unsigned long long)ts_settle_folds);
@@ -487,6 +455,8 @@ static PyMethodDef methods[] = {
      "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto', native=0) -> timer name; native: C "
      "return addresses kept per sample (--native)"},
     {"stop", py_stop, METH_NOARGS, "Disarm timers / stop the wall sampler thread (the handler stays)."},
+    {"warm_cpu_timers", py_warm_cpu_timers, METH_NOARGS,
+     "Open and close one task-clock perf event (GIL released): the kernel's one-off set-up, 6-12 ms, paid now."},
     {"drain", ts_py_drain, METH_VARARGS,
      "drain(resolve_frame=None, finish=None, shims=False) -> [RawSample]; frames is a flat tuple leaf-first (obj, "
      "n, obj, n, ...): obj a code object and n its byte offset, or obj a (qualname, filename, firstlineno) tuple "
@@ -535,7 +505,7 @@ static PyMethodDef methods[] = {
      "test builds: a guarded load from an inaccessible page -> (fault flag, faults absorbed)"},
 #endif
     {"after_fork_child", py_after_fork_child, METH_NOARGS, "Forget the parent's pending samples in a fork child."},
-    {"watch_process_events", py_watch_process_events, METH_O,
+    {"watch_process_events", ts_py_watch_process_events, METH_O,
      "watch_process_events(callback): callback(event, args) for os.fork, subprocess.Popen, os.exec, "
      "os.posix_spawn and os.spawn audit events only (a C audit hook; installed once, never removed)."},
     {NULL, NULL, 0, NULL},

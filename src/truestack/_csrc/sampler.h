@@ -27,6 +27,7 @@ int ts_sampler_start(int mode, int64_t interval_ns, int max_frames, int native, 
 int ts_sampler_stop(void); /* returns once no handler is running any more */
 int ts_sampler_active(void);
 int ts_sampler_timer(void);
+int ts_timers_warm(void); /* see timers.c; not for the signal handler */
 /* Registers a live thread of this process (idempotent; -ESRCH if tid is not
  * one). tstate/ident let the control thread walk it while it is blocked. */
 int ts_register_thread(int tid, void *tstate, unsigned long ident);

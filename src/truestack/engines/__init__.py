@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable
+
 from ..settings import ENGINE_CHOICES, NATIVE_CHOICES
 from .base import Engine, EngineUnavailable
 
@@ -21,6 +25,31 @@ def native_problem(native: str, engine: str) -> str | None:
 
         return NO_LIBUNWIND
     return None
+
+
+def warm_cpu_timers(engine: str, mode: str) -> Callable[[], None]:
+    """Start, in a helper thread, the kernel's one-off set-up of the perf timers the native cpu
+    engine will arm (6-12 ms in the first perf_event_open of a perf-idle system); returns a
+    function that waits for it. `record` calls it while it imports, then waits before its fork."""
+    if mode != "cpu" or engine not in ("auto", "native") or os.environ.get("TRUESTACK_TIMER", "auto") == "posix":
+        return _nothing
+    try:
+        from .. import _native
+    except ImportError:
+        return _nothing
+    import threading
+
+    def warm() -> None:
+        with contextlib.suppress(OSError):  # no perf events here: the engine then uses POSIX timers
+            _native.warm_cpu_timers()
+
+    helper = threading.Thread(target=warm, name="truestack-warm-timers", daemon=True)
+    helper.start()
+    return helper.join
+
+
+def _nothing() -> None:
+    pass
 
 
 def create_engine(
@@ -58,4 +87,4 @@ def create_engine(
     return SafepointEngine(mode, rate_hz, max_depth), notes
 
 
-__all__ = ["ENGINE_CHOICES", "Engine", "EngineUnavailable", "create_engine", "native_problem"]
+__all__ = ["ENGINE_CHOICES", "Engine", "EngineUnavailable", "create_engine", "native_problem", "warm_cpu_timers"]

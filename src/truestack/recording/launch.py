@@ -38,6 +38,9 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
     from .plan import check_native  # already imported by the CLI that built the plan
 
     check_native(plan.native, plan.engine)  # a one-line UsageError before anything runs
+    from ..engines import warm_cpu_timers
+
+    timers_warmed = warm_cpu_timers(plan.engine, plan.mode)  # meanwhile, on the other core
     import truestack.model.stream  # noqa: F401  # both processes need the model: import it once, before the fork
 
     tree = None
@@ -47,6 +50,7 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
         tree = ProcessTree(plan.mode, plan.rate_hz, plan.engine, plan.max_depth, plan.async_tasks, plan.native)
         tree.export_environment()
     read_fd, write_fd = os.pipe()
+    timers_warmed()  # no helper thread at the fork
     sys.stdout.flush()  # nothing buffered here may be written twice
     sys.stderr.flush()
     gc.freeze()
