@@ -44,7 +44,10 @@ def warm_cpu_timers(engine: str, mode: str) -> Callable[[], None]:
             _native.warm_cpu_timers()
 
     helper = threading.Thread(target=warm, name="truestack-warm-timers", daemon=True)
-    helper.start()
+    try:
+        helper.start()
+    except RuntimeError:  # no thread to be had (RLIMIT_NPROC, ...): the sampler's start pays it
+        return _nothing
     return helper.join
 
 
