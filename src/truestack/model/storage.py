@@ -51,8 +51,14 @@ def column_bytes(col: array[Any]) -> bytes:
     return col.tobytes()
 
 
+_NUMBER_TYPECODES = frozenset("bBhHiIlLqQfd")  # a damaged file's 'u' would make a str array (deprecated)
+
+
 def read_column(typecode: str, count: int, buf: bytes, offset: int) -> tuple[array[Any], int]:
-    """`count` little-endian items of `typecode` at `offset`, and the offset after them; ValueError if short."""
+    """`count` little-endian items of `typecode` at `offset`, and the offset after them; ValueError if short
+    or not a number type."""
+    if typecode not in _NUMBER_TYPECODES:
+        raise ValueError(f"column of unknown type {typecode!r}")
     col: array[Any] = array(typecode)
     size = col.itemsize * count
     if count < 0 or offset + size > len(buf):
