@@ -6,7 +6,9 @@ Every round runs every configuration once, in a fresh random order. Two
 ratios per configuration, each the median over rounds of (configuration /
 plain of the same round): the task part as the program times it itself
 (start-up and writing the profile left out) and the whole run as the user
-times it (wall clock, and CPU of the process tree from rusage).
+times it (wall clock, and CPU of the process tree from rusage). Then, for the
+`--async` runs, the tracker's own CPU time as each profile's note counts it, as
+a share of the task part: on this kind of VM the steadier of the figures.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -36,6 +39,21 @@ def configurations(rate: str) -> dict[str, list[str]]:
     }
 
 
+TRACKER_NOTE = re.compile(r"--async: .* collector spent ([\d.]+) ms CPU on them \(GIL held\), ([\d.]+) ms of it freeing")
+
+
+def tracker_cost_ms(profile_path: str) -> tuple[float, float] | None:
+    """The tracker's CPU time and the part of it spent freeing tasks, from the profile's --async note.
+
+    A steadier figure than the end-to-end ratios: it is the run's own count, not a difference
+    between two runs on a VM whose speed moves by tens of percent."""
+    from truestack.model import load
+
+    notes = load(profile_path).meta.sampler_stats.notes
+    found = next((m for m in map(TRACKER_NOTE.search, notes) if m), None)
+    return (float(found.group(1)), float(found.group(2))) if found else None
+
+
 def run_once(cmd: list[str], tasks: int, out: str) -> dict[str, float]:
     argv = [a.replace("{out}", out) for a in cmd] + [PROGRAM, str(tasks)]
     start = time.perf_counter()
@@ -45,7 +63,13 @@ def run_once(cmd: list[str], tasks: int, out: str) -> dict[str, float]:
     if proc.returncode:
         raise SystemExit(f"failed: {' '.join(argv)}")
     inner = json.loads(stdout.strip().splitlines()[-1])
-    return {"inner_wall": inner["wall"], "inner_cpu": inner["cpu"], "wall": elapsed}
+    result = {"inner_wall": inner["wall"], "inner_cpu": inner["cpu"], "wall": elapsed}
+    if "--async" in cmd:
+        cost = tracker_cost_ms(out)
+        if cost is None:
+            raise SystemExit(f"no --async note in the profile of: {' '.join(argv)}")
+        result["tracker_ms"], result["free_ms"] = cost
+    return result
 
 
 def main() -> None:
@@ -84,9 +108,17 @@ def main() -> None:
         cells = " | ".join(f"{ratio(name, k):.3f}" for k in ("inner_wall", "inner_cpu", "wall", "cpu_total"))
         print(f"| {name} | {cells} |")
     for mode in ("cpu", "wall"):
-        a = statistics.median(r["inner_wall"] for r in results[f"record --async {mode} @{args.rate}"])
+        runs = results[f"record --async {mode} @{args.rate}"]
+        a = statistics.median(r["inner_wall"] for r in runs)
         b = statistics.median(r["inner_wall"] for r in results[f"record {mode} @{args.rate}"])
         print(f"--async vs record without it, {mode} mode, task part wall: {a / b:.3f}")
+        share = statistics.median(r["tracker_ms"] / 10 / r["inner_wall"] for r in runs)
+        freeing = statistics.median(r["free_ms"] / 10 / r["inner_wall"] for r in runs)
+        print(
+            f"  the tracker's CPU time (collector, GIL held), median of its runs: "
+            f"{statistics.median(r['tracker_ms'] for r in runs):.1f} ms = {share:.2f} % of the task part's wall time, "
+            f"{freeing:.2f} % of it freeing finished tasks (the program's own deallocation, moved)"
+        )
 
 
 if __name__ == "__main__":
