@@ -31,7 +31,7 @@ def probe(cache: str) -> dict:
 
 
 def cache_files(cache) -> list:
-    return sorted((cache / "symbols").glob("*.json")) if (cache / "symbols").exists() else []
+    return sorted((cache / "symbols").glob("*.bin")) if (cache / "symbols").exists() else []
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_second_run_names_the_same_functions_without_pyelftools(tmp_path):
 def test_a_damaged_cache_file_is_read_past(tmp_path):
     probe(str(tmp_path))
     for path in cache_files(tmp_path):
-        path.write_text(path.read_text()[: len(path.read_text()) // 2])  # cut short, as by a full disk
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # cut short, as by a full disk
     again = probe(str(tmp_path))
     assert again["names"] == ["qsort", "deflate"] and again["elftools"] and not again["errors"]
     assert not probe(str(tmp_path))["elftools"], "the damaged files were not rewritten"
@@ -64,8 +64,8 @@ def test_an_entry_for_another_version_of_the_file_is_not_used(tmp_path):
     lib.write_bytes(b"\x7fELF one")
     os.environ["TRUESTACK_CACHE_DIR"] = str(tmp_path / "cache")
     try:
-        native_symcache.store(str(lib), symbols=[0, [16], [32], ["f"]])
-        assert native_symcache.load(str(lib))["symbols"] == [0, [16], [32], ["f"]]
+        native_symcache.store(str(lib), first_vaddr=0, starts=[16], ends=[32], names=["f"])
+        assert native_symcache.load(str(lib)) == {"first_vaddr": 0, "starts": [16], "ends": [32], "names": ["f"]}
         lib.write_bytes(b"\x7fELF two, longer")  # rebuilt: another size and mtime
         assert native_symcache.load(str(lib)) == {}
     finally:
@@ -78,3 +78,85 @@ def test_empty_cache_dir_setting_turns_it_off_and_an_unwritable_one_is_harmless(
     blocked = tmp_path / "file-not-dir"
     blocked.write_text("")
     assert probe(str(blocked))["names"] == ["qsort", "deflate"]
+
+
+COLUMNS = {
+    "first_vaddr": 4096,
+    "starts": [16, 2**40, 2**63 - 1],
+    "ends": [32, 2**40 + 8, 0],
+    "names": ["f", "_ZN3foo3barEv", "ünïcode"],
+    "function_starts": [],
+    "none": [],
+}
+
+
+def test_columns_come_back_as_stored_and_a_later_store_adds_to_them(tmp_path, monkeypatch):
+    from truestack.engines import native_symcache
+
+    monkeypatch.setenv("TRUESTACK_CACHE_DIR", str(tmp_path / "cache"))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"\x7fELF")
+    native_symcache.store(str(lib), **{k: v for k, v in COLUMNS.items() if k != "function_starts"})
+    native_symcache.store(str(lib), function_starts=[1, 2, 3])
+    assert native_symcache.load(str(lib)) == {**COLUMNS, "function_starts": [1, 2, 3]}
+
+
+def test_an_entry_cut_short_or_damaged_anywhere_is_passed_over_without_an_error(tmp_path, monkeypatch):
+    from truestack.engines import native_symcache
+
+    monkeypatch.setenv("TRUESTACK_CACHE_DIR", str(tmp_path / "cache"))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"\x7fELF")
+    native_symcache.store(str(lib), **COLUMNS)
+    [entry] = cache_files(tmp_path / "cache")
+    whole = entry.read_bytes()
+    for cut in range(len(whole)):
+        entry.write_bytes(whole[:cut])
+        assert native_symcache.load(str(lib)) == {}, cut
+    for at in range(len(whole)):  # any byte damaged: passed over (the checksum), never a wrong value
+        entry.write_bytes(whole[:at] + bytes([whole[at] ^ 0x5A]) + whole[at + 1 :])
+        assert native_symcache.load(str(lib)) == {}, at
+    entry.write_bytes(whole + b"\0")
+    assert native_symcache.load(str(lib)) == {}
+
+
+def test_a_column_of_the_wrong_kind_is_not_used_as_symbols(tmp_path, monkeypatch):
+    from truestack.engines import native_symbols, native_symcache
+
+    monkeypatch.setenv("TRUESTACK_CACHE_DIR", str(tmp_path / "cache"))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"\x7fELF")  # not a real ELF file: symbols come from the cache or not at all
+    native_symcache.store(str(lib), first_vaddr=0, starts=["16"], ends=[32], names=["f"])
+    module = native_symbols._Module(str(lib), 0)
+    module.load()
+    assert module.starts == [] and module.symbol(20) is None and module.error
+    native_symcache.store(str(lib), starts=[16])
+    module = native_symbols._Module(str(lib), 0)
+    module.load()
+    assert module.symbol(20) == "f" and not module.error
+
+
+def test_storing_an_entry_removes_the_same_files_entry_of_the_json_format(tmp_path, monkeypatch):
+    from truestack.engines import native_symcache
+
+    monkeypatch.setenv("TRUESTACK_CACHE_DIR", str(tmp_path / "cache"))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"\x7fELF")
+    native_symcache.store(str(lib), names=["f"])
+    [entry] = cache_files(tmp_path / "cache")
+    old, other = entry.with_suffix(".json"), entry.with_name("libother.so-1-2-3-4.json")
+    old.write_text("{}")
+    other.write_text("{}")
+    native_symcache.store(str(lib), names=["g"])
+    assert not old.exists() and other.exists()
+    assert native_symcache.load(str(lib)) == {"names": ["g"]}
+
+
+def test_a_name_holding_the_separator_is_not_kept(tmp_path, monkeypatch):
+    from truestack.engines import native_symcache
+
+    monkeypatch.setenv("TRUESTACK_CACHE_DIR", str(tmp_path / "cache"))
+    lib = tmp_path / "libfake.so"
+    lib.write_bytes(b"\x7fELF")
+    native_symcache.store(str(lib), names=["a\0b"])
+    assert native_symcache.load(str(lib)) == {}

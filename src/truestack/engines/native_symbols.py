@@ -34,7 +34,9 @@ from . import native_symcache
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
 if TYPE_CHECKING:
-    from typing import Any, TypeGuard
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 _NATIVE = FrameKind.NATIVE.value
 _CACHE_LIMIT = 200_000  # addresses kept resolved
@@ -57,10 +59,18 @@ class _Module:
         self._cached: dict[str, Any] = {}  # what native_symcache kept for this file
 
     def load(self) -> None:
-        self._cached = native_symcache.load(self.path)
-        cached = self._cached.get("symbols")
-        if _valid_symbols(cached):
-            first_vaddr, self.starts, self.ends, self.names = cached
+        self._cached = cached = native_symcache.load(self.path)
+        first_vaddr = cached.get("first_vaddr")
+        starts, ends = _column(cached, "starts", int), _column(cached, "ends", int)
+        names = _column(cached, "names", str)
+        if (
+            starts is not None
+            and ends is not None
+            and names is not None
+            and isinstance(first_vaddr, int)
+            and len(starts) == len(ends) == len(names)
+        ):
+            self.starts, self.ends, self.names = starts, ends, names
             self.bias -= first_vaddr
             return
         try:
@@ -89,13 +99,13 @@ class _Module:
             self.starts.append(start)
             self.ends.append(start + size)
             self.names.append(name)
-        native_symcache.store(self.path, symbols=[first_vaddr, self.starts, self.ends, self.names])
+        native_symcache.store(self.path, first_vaddr=first_vaddr, starts=self.starts, ends=self.ends, names=self.names)
 
     def function_start(self, vaddr: int) -> int | None:
         """Start of the function holding vaddr, from the unwind table (which stripped files keep)."""
         if self._fde_starts is None:
-            cached = self._cached.get("function_starts")
-            if isinstance(cached, list) and all(type(x) is int for x in cached):
+            cached = _column(self._cached, "function_starts", int)
+            if cached is not None:
                 self._fde_starts = cached
             else:
                 self._fde_starts = _eh_frame_starts(self.path)
@@ -115,20 +125,13 @@ class _Module:
         return None
 
 
-def _valid_symbols(cached: Any) -> TypeGuard[list[Any]]:
-    """A cached [first_vaddr, starts, ends, names] that this module can use as it is."""
-    if not (isinstance(cached, list) and len(cached) == 4 and type(cached[0]) is int):
-        return False
-    _, starts, ends, names = cached
-    return (
-        isinstance(starts, list)
-        and isinstance(ends, list)
-        and isinstance(names, list)
-        and len(starts) == len(ends) == len(names)
-        and all(type(x) is int for x in starts)
-        and all(type(x) is int for x in ends)
-        and all(type(x) is str for x in names)
-    )
+def _column(cached: dict[str, Any], name: str, kind: type[T]) -> list[T] | None:
+    """A cached list of `kind`s, None if there is none. The cache decodes a column whole, as
+    one type, so its first element tells that type."""
+    column = cached.get(name)
+    if isinstance(column, list) and (not column or type(column[0]) is kind):
+        return column
+    return None
 
 
 def _functions(elf: Any, section: Any) -> list[tuple[int, int, str]]:
