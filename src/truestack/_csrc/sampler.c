@@ -444,7 +444,7 @@ static void atfork_child(void) {
     int n = atomic_load(&ts_threads_hwm);
     for (int i = 0; i < n; i++) {
         ts_thread *t = &ts_threads[i];
-        if (t->perf_fd >= 0) close(t->perf_fd); /* counts the parent's thread */
+        if (ts_perf_fd_is_ours(t)) close(t->perf_fd); /* counts the parent's thread */
         t->perf_fd = -1;
         t->has_timer = 0; /* POSIX timers are not inherited */
         atomic_store(&t->tid, 0);

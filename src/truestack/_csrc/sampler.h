@@ -17,6 +17,7 @@ typedef struct {
     _Atomic uint64_t stale;            /* wall: signals delivered after a remote walk took their time */
     _Atomic uint64_t rate_lowered;     /* times the CPU budget halved the rate */
     _Atomic uint64_t timer_fallbacks;  /* threads given a POSIX timer because no perf fd was left */
+    _Atomic uint64_t timer_fds_lost;   /* perf fds the program closed (ts_perf_fd_is_ours) */
     _Atomic uint64_t collector_ns;     /* CPU time the Python collector spent resolving drains (reported) */
 } ts_counters;
 extern ts_counters ts_C;

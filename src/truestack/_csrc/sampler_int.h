@@ -19,6 +19,7 @@ typedef struct {
     void *tstate;        /* its PyThreadState (remote walks) */
     unsigned long ident; /* tstate->thread_id when registered: proves tstate is still this thread's */
     int perf_fd;
+    uint64_t perf_id; /* the kernel's id of the event perf_fd was opened for (ts_perf_fd_is_ours) */
     int has_timer;
     timer_t timer;
     _Atomic int dead;    /* the kernel said the tid is gone: never signalled again */
@@ -74,6 +75,7 @@ int ts_tid_is_ours(int tid);
 int ts_timers_probe(int64_t interval_ns, int pref);
 int ts_arm(ts_thread *t, int tid);
 void ts_disarm(ts_thread *t);
+int ts_perf_fd_is_ours(ts_thread *t);
 void ts_rearm_all(int64_t interval_ns); /* new period for every armed thread */
 
 /* control.c */

@@ -102,11 +102,25 @@ static int arm_perf(ts_thread *t, int tid, int64_t interval) {
     if (fd < 0) return fd;
     /* perf follows a tid, not a thread group: check again that the tid is
      * still one of ours now that the fd exists, then let it fire. */
-    if (fd >= fd_ceiling() || !ts_tid_is_ours(tid) || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+    if (fd >= fd_ceiling() || ioctl(fd, PERF_EVENT_IOC_ID, &t->perf_id) != 0 || !ts_tid_is_ours(tid) ||
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
         close(fd);
         return -EMFILE;
     }
     t->perf_fd = fd;
+    return 0;
+}
+
+/* A program may close descriptors it did not open (a daemon's closerange) and
+ * reuse the numbers for files of its own: perf_fd is ours only while it still
+ * names the event it was opened for. Anything else is never closed or
+ * ioctl'ed by us; the thread's cpu-mode samples have stopped (counted). */
+int ts_perf_fd_is_ours(ts_thread *t) {
+    uint64_t id = 0;
+    if (t->perf_fd < 0) return 0;
+    if (ioctl(t->perf_fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->perf_id) return 1;
+    atomic_fetch_add(&ts_C.timer_fds_lost, 1);
+    t->perf_fd = -1;
     return 0;
 }
 
@@ -125,7 +139,7 @@ int ts_arm(ts_thread *t, int tid) {
 }
 
 void ts_disarm(ts_thread *t) {
-    if (t->perf_fd >= 0) {
+    if (ts_perf_fd_is_ours(t)) {
         ioctl(t->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
         close(t->perf_fd);
         t->perf_fd = -1;
@@ -146,7 +160,7 @@ void ts_rearm_all(int64_t interval_ns) {
     for (int i = 0; i < n; i++) {
         ts_thread *t = &ts_threads[i];
         if (!atomic_load(&t->tid)) continue;
-        if (t->perf_fd >= 0) ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &period);
+        if (ts_perf_fd_is_ours(t)) ioctl(t->perf_fd, PERF_EVENT_IOC_PERIOD, &period);
         if (t->has_timer) timer_settime(t->timer, 0, &its, NULL);
     }
 }

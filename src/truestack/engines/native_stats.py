@@ -32,6 +32,7 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "stale_signals": "stale",  # wall: delivered after a remote walk had taken their time (dropped)
     "rate_lowered": "rate_lowered",
     "timer_fallbacks": "timer_fallbacks",
+    "timer_fds_lost": "timer_fds_lost",
     "collector_ns": "collector_ns",
     "code_deaths": "settle_calls",  # code objects destroyed (the destroy hook ran)
     "code_death_folds": "settle_folds",  # ... whose death folded the ring: a pending sample held the code
@@ -68,6 +69,11 @@ def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Ma
     if delta("timer_fallbacks"):
         notes.append(
             f"{delta('timer_fallbacks')} threads sampled by POSIX CPU timers (file descriptors kept in reserve)"
+        )
+    if delta("timer_fds_lost"):
+        notes.append(
+            f"CPU timers of {delta('timer_fds_lost')} thread(s) stopped when the program closed their file "
+            "descriptors (os.closerange?): CPU time after that is missing (wall mode uses none)"
         )
     if delta("abandoned_slots"):
         notes.append(f"{delta('abandoned_slots')} samples lost: their handler was stalled for over 2 ms")

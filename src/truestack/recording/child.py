@@ -20,17 +20,19 @@ import sys
 from ..errors import UsageError
 from ..target import resolve_target
 from .children import ChildWatch
+from .pipe_out import PipeOut
 from .plan import Plan
 from .run import run_in_process
 from .sink import StreamSink
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
 if TYPE_CHECKING:
-    from typing import BinaryIO, NoReturn
+    from typing import NoReturn
 
 
-def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
-    """The forked child's whole life: run the plan's program, stream its profile to `fd`, exit.
+def run_forked(plan: Plan, fd: int, recorder_fd: int, follow: str | None = None) -> NoReturn:
+    """The forked child's whole life: run the plan's program, stream its profile to `fd` (the write
+    end of the pipe whose read end is the recorder's `recorder_fd`), exit.
 
     Leaves by SystemExit, which unwinds the supervisor's (inert) frames up to
     the interpreter, so the program's atexit handlers and finalisation run as
@@ -46,16 +48,19 @@ def run_forked(plan: Plan, fd: int, follow: str | None = None) -> NoReturn:
     try:
         if target.kind == "module":
             plan.target = resolve_target(None, target.name, target.args)
-        with os.fdopen(fd, "wb", buffering=0) as out:
+        out = PipeOut(fd, os.getppid(), recorder_fd)
+        try:
             sink = _follow_children(out, follow)
             status = run_in_process(plan, sink)
+        finally:
+            out.close()
     except UsageError as exc:
         sys.stderr.write(f"truestack: error: {exc}\n")
         sys.exit(2)
     sys.exit(status)
 
 
-def _follow_children(out: BinaryIO, follow: str | None) -> StreamSink:
+def _follow_children(out: PipeOut, follow: str | None) -> StreamSink:
     """The sink for the program's stream; with --subprocesses (`follow`: the recorder's config),
     its forks are followed (new interpreters follow themselves, `follow.py`), else its Python
     children are only counted, for the summary's note. Either way a fork of the program never
@@ -64,7 +69,7 @@ def _follow_children(out: BinaryIO, follow: str | None) -> StreamSink:
     if follow is None:
         children = ChildWatch()
         children.install()
-    sink = StreamSink(out, children)
+    sink = StreamSink(out, children)  # type: ignore[arg-type]  # write/flush is all it uses
 
     def forget() -> None:  # in a fork: the pipe is the program's, and the recorder waits for its end
         sink.forget()

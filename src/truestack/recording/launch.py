@@ -65,7 +65,7 @@ def run_recording(plan: Plan, live: LiveView | None = None) -> NoReturn:
             tree.close_in_program()
         from .child import run_forked
 
-        run_forked(plan, write_fd, follow)  # never returns
+        run_forked(plan, write_fd, read_fd, follow)  # never returns
     os.close(write_fd)
     # Blocked at once: a signal meant for the recorder must not end it while it imports the rest.
     watched = [int(s) for s in FORWARDED_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]

@@ -155,8 +155,7 @@ class _Supervisor:
                     self.child.kill()  # the user quit and the program did not stop: it is not waited for
             status = self.child.poll()
             if status is not None:
-                if not eof:
-                    self._read_available()
+                self._read_available()
                 break
         if self.tree is not None:
             self.tree.collect()
@@ -183,11 +182,15 @@ class _Supervisor:
             ready, _, _ = select.select(fds, [], [], _POLL_S)
         if not eof and self.read_fd in ready:
             return self._read_once()
+        if eof:  # no writer, yet the child lives: one that closed the pipe opens it again (pipe_out.py)
+            self._read_available()
         return eof
 
     def _read_available(self) -> None:
-        """The child exited: take what it wrote, without waiting for an end of stream that a forked
-        grandchild holding the pipe could delay."""
+        """Take what is in the pipe now, without waiting for more: when the child exited, for an end of
+        stream that a forked grandchild holding the pipe could delay; after an end of stream, for the
+        data of a writer that opened the pipe again, one poll interval at a time (the pipe reads
+        as ready at its end, so it cannot be waited on)."""
         while select.select([self.read_fd], [], [], 0)[0]:
             if self._read_once():
                 return
