@@ -38,6 +38,7 @@ from ..light_typing import Protocol
 from ..model import Profile
 from ..session import ProfileSession
 from ..target import run_target
+from .exec_guard import guard_exec
 from .plan import Plan
 from .stacks import make_frame_stripper
 
@@ -161,7 +162,11 @@ def run_in_process(plan: Plan, sink: ProfileSink) -> int:
 
         signal.signal(signal.SIGINT, _duration_sigint)
     recording.start()
-    status, exc = _run_program(recording)
+    restore_exec = guard_exec(recording.finish)
+    try:
+        status, exc = _run_program(recording)
+    finally:
+        restore_exec()
     if sigterm_installed and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if recording.duration_hit and isinstance(exc, KeyboardInterrupt):
