@@ -51,7 +51,7 @@ from ..own_files import is_own_thread
 from ..samples import Frame, FrameKind, Sample, SamplerStats
 from .base import Engine, EngineUnavailable
 from .native_resolve import CodeResolver
-from .native_stats import core_counters, sampler_notes
+from .native_stats import blocker_note, core_counters, sampler_notes, sigprof_blockers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -317,6 +317,8 @@ class _NativeEngine(Engine):
             if n:
                 partial[reason] = n
         notes = sampler_notes(raw, delta, self._names) + (self._stacks.notes() if self._stacks else [])
+        if not self._running:  # the run's last stats: what the threads still alive block
+            notes += blocker_note(sigprof_blockers(self._names))
         if _forked:
             notes.append("forked child: sampling stopped at fork (the parent keeps profiling)")
         return SamplerStats(

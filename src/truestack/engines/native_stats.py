@@ -4,6 +4,7 @@ when sampling did not go as asked."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Mapping
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
@@ -63,9 +64,8 @@ def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Ma
         )
     unsampled = raw["unsampled_tids"]
     if unsampled:
-        shown = ", ".join(names.get(t, f"thread-{t}") for t in unsampled[:10])
-        more = f" and {len(unsampled) - 10} more" if len(unsampled) > 10 else ""
-        notes.append(f"{len(unsampled)} threads never sampled (no CPU timer could be armed): {shown}{more}")
+        shown = _listed([names.get(t, f"thread-{t}") for t in unsampled])
+        notes.append(f"{len(unsampled)} threads never sampled (no CPU timer could be armed): {shown}")
     if delta("timer_fallbacks"):
         notes.append(
             f"{delta('timer_fallbacks')} threads sampled by POSIX CPU timers (file descriptors kept in reserve)"
@@ -78,3 +78,32 @@ def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Ma
     if delta("abandoned_slots"):
         notes.append(f"{delta('abandoned_slots')} samples lost: their handler was stalled for over 2 ms")
     return notes
+
+
+def sigprof_blockers(names: Mapping[int, str]) -> list[str]:
+    """The threads of this process, among `names`, that block SIGPROF now (signal.pthread_sigmask):
+    their handler never runs, so cpu mode has no sample of them and wall mode only the remote walks
+    of their waits. Read from /proc once, when the run has ended (a thread that unblocked it, or
+    ended, is not seen)."""
+    bit = 1 << (int(signal.SIGPROF) - 1)
+    found = []
+    for tid, name in names.items():
+        try:
+            with open(f"/proc/self/task/{tid}/status", "rb") as f:
+                blocked = next((line for line in f if line.startswith(b"SigBlk:")), b"SigBlk: 0")
+        except OSError:
+            continue  # ended
+        if int(blocked.split()[1], 16) & bit:
+            found.append(name)
+    return found
+
+
+def blocker_note(blockers: list[str]) -> list[str]:
+    if not blockers:
+        return []
+    why = "(signal.pthread_sigmask), so their running time is not sampled"
+    return [f"{len(blockers)} thread(s) block SIGPROF {why}: {_listed(blockers)}"]
+
+
+def _listed(names: list[str], most: int = 10) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
