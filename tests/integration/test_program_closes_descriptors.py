@@ -17,7 +17,7 @@ os.closerange(3, 1 << 16)
 logs = [open(f"{sys.argv[1]}.{i}", "w", buffering=1) for i in range(16)]
 def busy():
     t = time.perf_counter()
-    while time.perf_counter() - t < 0.4:
+    while time.perf_counter() - t < 1.5:  # the timers are checked once a second
         sum(range(1000))
 busy()
 @atexit.register
@@ -41,9 +41,9 @@ def test_the_program_closing_truestacks_descriptors_keeps_its_files_and_the_prof
     profile = load(out)
     assert profile.meta.interrupted is None, profile.meta.interrupted  # the stream's end arrived
     notes = profile.meta.sampler_stats.notes
-    if mode == "wall":  # the control thread's signals need no descriptor: sampling goes on
-        names = [{profile.func_name(profile.frame_func(f)) for f in profile.stack_frames(row.stack)}
-                 for row in profile.iter_samples()]
-        assert sum("busy" in n for n in names) >= 10, names
-    else:  # its perf event is gone with the descriptor: said, and the number is not closed again
-        assert any("CPU timers of 1 thread(s) stopped" in n for n in notes), notes
+    names = [{profile.func_name(profile.frame_func(f)) for f in profile.stack_frames(row.stack)}
+             for row in profile.iter_samples()]
+    # Of ~150 at 100 Hz; in cpu mode only from the timer's re-arming on (within ~1 s).
+    assert sum("busy" in n for n in names) >= (100 if mode == "wall" else 20), names
+    if mode == "cpu":  # its perf event went with the descriptor: armed again, and said
+        assert any("descriptors of 1 CPU timer(s)" in n and "1 armed again" in n for n in notes), notes

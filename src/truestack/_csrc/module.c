@@ -151,6 +151,7 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     }
     ts_thread_list_unlock();
     for (int i = 0; i < nlive; i++) ts_register_thread(live[i], tstates[i], idents[i]);
+    ts_rearm_lost_timers();
     for (int i = 0; i < nlive; i++) {
         PyObject *ident = PyLong_FromUnsignedLong(idents[i]);
         if (!ident) {
@@ -289,14 +290,14 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
                       ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(),
                       "active", ts_sampler_active(), "forked_child", ts_forked_child);
     PyObject *more = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls",
+        "{sKsKsKsKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls",
         (unsigned long long)atomic_load(&ts_handler_reinstalls), "delivery_ns", (long long)ts_delivery_ns, "handler_ns",
         C(handler_ns), "remote_samples", C(remote_samples), "remote_discarded", C(remote_discarded), "stale", C(stale),
         "rate_lowered", C(rate_lowered), "timer_fallbacks", C(timer_fallbacks), "timer_fds_lost", C(timer_fds_lost),
-        "collector_ns", C(collector_ns), "abandoned_slots", (unsigned long long)atomic_load(&ts_ring_abandoned),
-        "interval_ns", (long long)atomic_load(&ts_interval_ns), "requested_interval_ns",
-        (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns, "unsampled_tids",
-        unsampled);
+        "timer_fds_rearmed", C(timer_fds_rearmed), "collector_ns", C(collector_ns), "abandoned_slots",
+        (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns", (long long)atomic_load(&ts_interval_ns),
+        "requested_interval_ns", (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns,
+        "unsampled_tids", unsampled);
     PyObject *settle = Py_BuildValue("{sKsKsKsKsK}", "settle_calls", (unsigned long long)ts_settle_calls,
                                      "settle_folds", (unsigned long long)ts_settle_folds, "native_cfi_unwound",
                                      (unsigned long long)atomic_load(&ts_cfi_unwound), "native_libunwind_unwound",

@@ -385,6 +385,24 @@ int ts_unregister_thread(int tid) {
     return t ? 0 : -ENOENT;
 }
 
+/* cpu mode: a thread whose perf fd the program closed (ts_perf_fd_is_ours) is
+ * armed again, at most once a second: one ioctl per thread. */
+void ts_rearm_lost_timers(void) {
+    static int64_t last;
+    int64_t now = ts_now_ns(CLOCK_MONOTONIC);
+    if (!atomic_load(&ts_active) || now - last < 1000000000LL) return;
+    last = now;
+    sigset_t mask = reg_lock_acquire();
+    int n = atomic_load(&ts_threads_hwm);
+    for (int i = 0; i < n; i++) {
+        ts_thread *t = &ts_threads[i];
+        int tid = atomic_load(&t->tid);
+        if (tid && t->perf_fd >= 0 && !ts_perf_fd_is_ours(t) && ts_arm(t, tid) == 0)
+            atomic_fetch_add(&ts_C.timer_fds_rearmed, 1);
+    }
+    reg_lock_release(&mask);
+}
+
 #ifdef TS_TEST_HOOKS
 int ts_test_register_stale(int tid) {
     /* A registration as a thread that died long ago would have left it. */

@@ -11,14 +11,15 @@ typedef struct {
     _Atomic uint64_t signals, samples, dropped, foreign, late, overruns, ticks, wakeups;
     _Atomic uint64_t weight_ns; /* sum of sample weights */
     _Atomic uint64_t partial[TS_NREASONS];
-    _Atomic uint64_t handler_ns;       /* time spent inside our SIGPROF handler */
-    _Atomic uint64_t remote_samples;   /* wall: blocked threads walked by the control thread */
-    _Atomic uint64_t remote_discarded; /* ... whose walk was dropped because the thread ran meanwhile */
-    _Atomic uint64_t stale;            /* wall: signals delivered after a remote walk took their time */
-    _Atomic uint64_t rate_lowered;     /* times the CPU budget halved the rate */
-    _Atomic uint64_t timer_fallbacks;  /* threads given a POSIX timer because no perf fd was left */
-    _Atomic uint64_t timer_fds_lost;   /* perf fds the program closed (ts_perf_fd_is_ours) */
-    _Atomic uint64_t collector_ns;     /* CPU time the Python collector spent resolving drains (reported) */
+    _Atomic uint64_t handler_ns;        /* time spent inside our SIGPROF handler */
+    _Atomic uint64_t remote_samples;    /* wall: blocked threads walked by the control thread */
+    _Atomic uint64_t remote_discarded;  /* ... whose walk was dropped because the thread ran meanwhile */
+    _Atomic uint64_t stale;             /* wall: signals delivered after a remote walk took their time */
+    _Atomic uint64_t rate_lowered;      /* times the CPU budget halved the rate */
+    _Atomic uint64_t timer_fallbacks;   /* threads given a POSIX timer because no perf fd was left */
+    _Atomic uint64_t timer_fds_lost;    /* perf fds the program closed (ts_perf_fd_is_ours) */
+    _Atomic uint64_t timer_fds_rearmed; /* ... and the threads armed again (ts_rearm_lost_timers) */
+    _Atomic uint64_t collector_ns;      /* CPU time the Python collector spent resolving drains (reported) */
 } ts_counters;
 extern ts_counters ts_C;
 
@@ -33,6 +34,7 @@ int ts_timers_warm(void); /* see timers.c; not for the signal handler */
  * one). tstate/ident let the control thread walk it while it is blocked. */
 int ts_register_thread(int tid, void *tstate, unsigned long ident);
 int ts_unregister_thread(int tid);
+void ts_rearm_lost_timers(void);
 int ts_thread_count(void);
 int ts_thread_tids(int *out, int max, int only_unarmed);
 #ifdef TS_TEST_HOOKS

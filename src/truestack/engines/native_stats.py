@@ -34,6 +34,7 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "rate_lowered": "rate_lowered",
     "timer_fallbacks": "timer_fallbacks",
     "timer_fds_lost": "timer_fds_lost",
+    "timer_fds_rearmed": "timer_fds_rearmed",
     "collector_ns": "collector_ns",
     "code_deaths": "settle_calls",  # code objects destroyed (the destroy hook ran)
     "code_death_folds": "settle_folds",  # ... whose death folded the ring: a pending sample held the code
@@ -72,8 +73,8 @@ def sampler_notes(raw: Mapping[str, Any], delta: Callable[[str], int], names: Ma
         )
     if delta("timer_fds_lost"):
         notes.append(
-            f"CPU timers of {delta('timer_fds_lost')} thread(s) stopped when the program closed their file "
-            "descriptors (os.closerange?): CPU time after that is missing (wall mode uses none)"
+            f"the program closed the file descriptors of {delta('timer_fds_lost')} CPU timer(s) (os.closerange?): "
+            f"{delta('timer_fds_rearmed')} armed again within 1 s, the CPU time in between is missing"
         )
     if delta("abandoned_slots"):
         notes.append(f"{delta('abandoned_slots')} samples lost: their handler was stalled for over 2 ms")
