@@ -445,3 +445,37 @@ def test_registering_at_the_maximum_rate_never_holds_the_registry_lock_under_sig
     assert out["blocked_inside"], out
     assert not out["blocked_after"], out  # the thread's own mask is given back
     assert out["samples"] > 100, out  # re-registered round after round, and sampled
+
+
+def test_a_timer_whose_fd_the_budget_found_closed_is_armed_again():
+    # The program closed the thread's perf fd; the CPU budget's next period change (every timer's
+    # period set again) is the first to see it. The once-a-second check must still arm it again:
+    # it used to look only at fds still set, and the thread stayed unsampled for the rest of the run.
+    out = run("""
+        e = NativeCpuEngine(rate_hz=1000)
+        e.start()
+        spin(0.1)
+        def target(fd):
+            try:
+                return os.readlink(f"/proc/self/fd/{fd}")
+            except FileNotFoundError:  # listdir's own
+                return None
+        perf = [int(fd) for fd in os.listdir("/proc/self/fd") if target(fd) == "anon_inode:[perf_event]"]
+        for fd in perf:
+            os.close(fd)
+        _native._test_change_period(2_000_000)
+        e.drain()
+        deadline = time.monotonic() + 1.6
+        while time.monotonic() < deadline:  # drains sync the threads: the check runs from there
+            spin(0.05)
+            e.drain()
+        spin(0.3)
+        late = len(e.drain())
+        st = e.stats()
+        e.stop()
+        report(closed=len(perf), late=late, lost=st.extra["timer_fds_lost"], rearmed=st.extra["timer_fds_rearmed"])
+    """)
+    assert out["closed"] >= 1, out
+    assert out["lost"] >= 1, out
+    assert out["rearmed"] >= 1, out
+    assert out["late"] >= 50, out  # ~150 at 500 Hz over 0.3 s of CPU

@@ -15,6 +15,9 @@
  * periods under a quarter of it, it doubles the rate back, never above the
  * one requested.
  *
+ * At each budget check it also maps the ring's next pages ahead of the
+ * handlers (ring.h).
+ *
  * Its condition-variable sleep is woken by stop(); it wakes only for ticks
  * and budget checks, never per sample. */
 #include "sampler_int.h"
@@ -31,6 +34,7 @@
 #define TS_MAX_INTERVAL_NS  100000000LL /* the budget never lowers the rate below 10 Hz */
 
 static pthread_t ctl_thread;
+static int64_t ts_cpus; /* online at start (sysconf reads sysfs: not at every period) */
 static int ctl_running;
 static int ctl_stop;
 static pthread_mutex_t ctl_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -158,8 +162,24 @@ static void budget_check(ts_budget_mark *prev, int64_t now) {
     }
 }
 
+/* Maps the ring's pages ahead of the handlers (ring.h): twice what they claimed in the
+ * last budget period, or what the rate and the threads would claim in one if more. */
+static void map_ring_ahead(uint64_t *last_head) {
+    uint64_t head = atomic_load_explicit(&ts_R.head, memory_order_relaxed), claimed = head - *last_head;
+    *last_head = head;
+    int64_t streams = ts_thread_count();
+    if (ts_mode == TS_MODE_CPU && ts_cpus > 0 && streams > ts_cpus) streams = ts_cpus; /* no more run at once */
+    uint64_t expected = (uint64_t)(TS_BUDGET_PERIOD_NS / atomic_load(&ts_interval_ns) * (streams > 0 ? streams : 1));
+    atomic_fetch_add_explicit(&ts_C.ring_pages_mapped,
+                              ts_ring_map_ahead(2 * (claimed > expected ? claimed : expected) + 64),
+                              memory_order_relaxed);
+}
+
 static void *control_main(void *arg) {
     (void)arg;
+    int64_t cpu_at = self_cpu_ns();
+    uint64_t last_head = atomic_load(&ts_R.head);
+    map_ring_ahead(&last_head);
     /* No signal of the program's lands here; guarded loads still need faults. */
     sigset_t all;
     sigfillset(&all);
@@ -185,12 +205,17 @@ static void *control_main(void *arg) {
             wall_tick(k, interval);
         }
         if (now >= next_budget) {
+            map_ring_ahead(&last_head);
             budget_check(&mark, now);
             next_budget = now + TS_BUDGET_PERIOD_NS;
+            int64_t cpu = self_cpu_ns();
+            atomic_fetch_add_explicit(&ts_C.control_ns, (uint64_t)(cpu - cpu_at), memory_order_relaxed);
+            cpu_at = cpu;
         }
         pthread_mutex_lock(&ctl_mu);
     }
     pthread_mutex_unlock(&ctl_mu);
+    atomic_fetch_add_explicit(&ts_C.control_ns, (uint64_t)(self_cpu_ns() - cpu_at), memory_order_relaxed);
     return NULL;
 }
 
@@ -204,6 +229,7 @@ int ts_control_start(void) {
         cv_ready = 1;
     }
     ts_max_interval_ns = ts_requested_interval_ns;
+    ts_cpus = sysconf(_SC_NPROCESSORS_ONLN);
     ctl_stop = 0;
     int rc = pthread_create(&ctl_thread, NULL, control_main, NULL);
     if (rc) return -rc;

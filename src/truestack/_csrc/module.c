@@ -290,11 +290,12 @@ static PyObject *py_stats(PyObject *self, PyObject *unused) {
                       ts_L.debug_offset_mismatches, "code_hook", ts_codehook_kind(), "threads", ts_thread_count(),
                       "active", ts_sampler_active(), "forked_child", ts_forked_child);
     PyObject *more = Py_BuildValue(
-        "{sKsKsKsKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls",
+        "{sKsKsKsKsKsKsKsKsKsKsKsKsKsLsLsLsLsN}", "handler_reinstalls",
         (unsigned long long)atomic_load(&ts_handler_reinstalls), "delivery_ns", (long long)ts_delivery_ns, "handler_ns",
         C(handler_ns), "remote_samples", C(remote_samples), "remote_discarded", C(remote_discarded), "stale", C(stale),
         "rate_lowered", C(rate_lowered), "timer_fallbacks", C(timer_fallbacks), "timer_fds_lost", C(timer_fds_lost),
-        "timer_fds_rearmed", C(timer_fds_rearmed), "collector_ns", C(collector_ns), "abandoned_slots",
+        "timer_fds_rearmed", C(timer_fds_rearmed), "collector_ns", C(collector_ns), "control_ns", C(control_ns),
+        "ring_pages_mapped", C(ring_pages_mapped), "abandoned_slots",
         (unsigned long long)atomic_load(&ts_ring_abandoned), "interval_ns", (long long)atomic_load(&ts_interval_ns),
         "requested_interval_ns", (long long)ts_requested_interval_ns, "max_interval_ns", (long long)ts_max_interval_ns,
         "unsampled_tids", unsampled);
@@ -350,6 +351,14 @@ static PyObject *py_test_remote_pause(PyObject *self, PyObject *arg) {
     long long ns = PyLong_AsLongLong(arg);
     if (ns == -1 && PyErr_Occurred()) return NULL;
     atomic_store(&ts_test_remote_pause_ns, (int64_t)ns);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_test_change_period(PyObject *self, PyObject *arg) {
+    (void)self;
+    long long ns = PyLong_AsLongLong(arg);
+    if (ns == -1 && PyErr_Occurred()) return NULL;
+    ts_test_change_period((int64_t)ns);
     Py_RETURN_NONE;
 }
 
@@ -496,6 +505,8 @@ static PyMethodDef methods[] = {
      "test builds: is SIGPROF blocked while the registry lock is held, as registration holds it?"},
     {"_test_remote_pause", py_test_remote_pause, METH_O,
      "test builds: _test_remote_pause(ns): the control thread pauses between a remote walk and its sample"},
+    {"_test_change_period", py_test_change_period, METH_O,
+     "test builds: _test_change_period(ns): every timer's period changed, as the CPU budget does"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_cfi_check", py_cfi_check, METH_O,

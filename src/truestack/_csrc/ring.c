@@ -1,8 +1,10 @@
 #include "ring.h"
+#include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 ts_ring ts_R;
 _Atomic uint64_t ts_ring_abandoned;
@@ -50,6 +52,12 @@ TS_SIGNAL_SAFE static inline uint64_t seq_of(ts_slot *s, uint64_t pos) {
 }
 TS_SIGNAL_SAFE static inline uint64_t stored(uint64_t seq, uint64_t pos) { return seq - (pos & (ts_R.capacity - 1)); }
 
+/* Slots [0, mapped_to) of the first lap have their pages mapped (ts_ring_map_ahead,
+ * control thread only; reset while no control thread runs). */
+static uint64_t mapped_to;
+enum { MAP_POPULATE_WRITE_OK, MAP_BY_TOUCH, MAP_GIVEN_UP };
+static int map_how;
+
 static void *map_zeroed(size_t size) {
     void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return mem == MAP_FAILED ? NULL : mem;
@@ -80,6 +88,7 @@ int ts_ring_init(uint64_t capacity, int max_frames, int max_native) {
     ts_R.max_frames = max_frames;
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
+    mapped_to = 0;
     idx_reset();
     return 0;
 }
@@ -100,7 +109,37 @@ void ts_ring_reset_after_fork(void) {
     if (mem == MAP_FAILED) memset(ts_R.mem, 0, ts_R.mem_size);
     ts_R.tail = 0;
     atomic_store(&ts_R.head, 0);
+    mapped_to = 0;
     idx_reset();
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+uint64_t ts_ring_map_ahead(uint64_t slots) {
+    if (!ts_R.mem || map_how == MAP_GIVEN_UP) return 0;
+    uint64_t head = atomic_load_explicit(&ts_R.head, memory_order_relaxed);
+    /* A later lap finds every page the first one touched. */
+    uint64_t from = mapped_to > head ? mapped_to : head, to = head + slots;
+    if (to > ts_R.capacity) to = ts_R.capacity;
+    if (from >= to) return 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t)ts_R.mem + from * ts_R.slot_size) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)ts_R.mem + to * ts_R.slot_size + page - 1) & ~(page - 1);
+    if (end > (uintptr_t)ts_R.mem + ts_R.mem_size) end = (uintptr_t)ts_R.mem + ts_R.mem_size;
+    if (map_how == MAP_POPULATE_WRITE_OK && madvise((void *)start, end - start, MADV_POPULATE_WRITE) != 0)
+        map_how = errno == EINVAL ? MAP_BY_TOUCH : MAP_GIVEN_UP; /* an older kernel; or no memory left */
+    if (map_how == MAP_BY_TOUCH) {
+        /* Adding 0 to a slot's sequence writes its page without changing it, even
+         * while a handler claims that slot (only the header's page, where most
+         * samples' frames end). */
+        for (uint64_t pos = from; pos < to; pos++)
+            atomic_fetch_add_explicit(&ts_ring_slot(pos)->seq, 0, memory_order_relaxed);
+    }
+    if (map_how == MAP_GIVEN_UP) return 0;
+    mapped_to = to;
+    return (end - start) / page;
 }
 
 TS_SIGNAL_SAFE ts_slot *ts_ring_claim(uint64_t *out_pos) {

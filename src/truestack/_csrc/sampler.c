@@ -320,6 +320,7 @@ static int register_locked(int tid, void *tstate, unsigned long ident) {
     }
     t = &ts_threads[slot];
     t->perf_fd = -1;
+    t->perf_lost = 0;
     t->has_timer = 0;
     t->tstate = tstate;
     t->ident = ident;
@@ -385,8 +386,9 @@ int ts_unregister_thread(int tid) {
     return t ? 0 : -ENOENT;
 }
 
-/* cpu mode: a thread whose perf fd the program closed (ts_perf_fd_is_ours) is
- * armed again, at most once a second: one ioctl per thread. */
+/* cpu mode: a thread whose perf fd the program closed is armed again, at most
+ * once a second: one ioctl per thread. The loss may have been found first by
+ * another use of the fd (ts_perf_fd_is_ours: the budget's period change). */
 void ts_rearm_lost_timers(void) {
     static int64_t last;
     int64_t now = ts_now_ns(CLOCK_MONOTONIC);
@@ -397,8 +399,8 @@ void ts_rearm_lost_timers(void) {
     for (int i = 0; i < n; i++) {
         ts_thread *t = &ts_threads[i];
         int tid = atomic_load(&t->tid);
-        if (tid && t->perf_fd >= 0 && !ts_perf_fd_is_ours(t) && ts_arm(t, tid) == 0)
-            atomic_fetch_add(&ts_C.timer_fds_rearmed, 1);
+        if (tid && t->perf_fd >= 0) (void)ts_perf_fd_is_ours(t);
+        if (tid && t->perf_lost && ts_arm(t, tid) == 0) atomic_fetch_add(&ts_C.timer_fds_rearmed, 1);
     }
     reg_lock_release(&mask);
 }
@@ -425,6 +427,13 @@ int ts_test_registry_lock_blocks_sigprof(void) {
     pthread_sigmask(SIG_BLOCK, NULL, &now);
     reg_lock_release(&mask);
     return sigismember(&now, SIGPROF) == 1;
+}
+
+void ts_test_change_period(int64_t interval_ns) { /* as the CPU budget does (control.c) */
+    sigset_t mask = reg_lock_acquire();
+    atomic_store(&ts_interval_ns, interval_ns);
+    ts_rearm_all(interval_ns);
+    reg_lock_release(&mask);
 }
 #endif
 

@@ -20,6 +20,8 @@ typedef struct {
     _Atomic uint64_t timer_fds_lost;    /* perf fds the program closed (ts_perf_fd_is_ours) */
     _Atomic uint64_t timer_fds_rearmed; /* ... and the threads armed again (ts_rearm_lost_timers) */
     _Atomic uint64_t collector_ns;      /* CPU time the Python collector spent resolving drains (reported) */
+    _Atomic uint64_t control_ns;        /* CPU time of the control thread (ticks, remote walks, budget, ring pages) */
+    _Atomic uint64_t ring_pages_mapped; /* ring pages the control thread mapped ahead of the handlers */
 } ts_counters;
 extern ts_counters ts_C;
 
@@ -42,6 +44,8 @@ int ts_test_register_stale(int tid);
 /* Test builds: is SIGPROF blocked in the thread while it holds the registry lock, taken as
  * registration takes it? */
 int ts_test_registry_lock_blocks_sigprof(void);
+/* Test builds: change every timer's period, as the CPU budget does. */
+void ts_test_change_period(int64_t interval_ns);
 /* Test builds: ns the control thread pauses between finding a walked
  * blocked thread stood still and publishing its sample (0: none). */
 extern _Atomic int64_t ts_test_remote_pause_ns;

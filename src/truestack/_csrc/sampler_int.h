@@ -20,6 +20,7 @@ typedef struct {
     unsigned long ident; /* tstate->thread_id when registered: proves tstate is still this thread's */
     int perf_fd;
     uint64_t perf_id; /* the kernel's id of the event perf_fd was opened for (ts_perf_fd_is_ours) */
+    int perf_lost;    /* the program closed perf_fd: ts_rearm_lost_timers arms the thread again */
     int has_timer;
     timer_t timer;
     _Atomic int dead;    /* the kernel said the tid is gone: never signalled again */

@@ -121,10 +121,12 @@ int ts_perf_fd_is_ours(ts_thread *t) {
     if (ioctl(t->perf_fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->perf_id) return 1;
     atomic_fetch_add(&ts_C.timer_fds_lost, 1);
     t->perf_fd = -1;
+    t->perf_lost = 1;
     return 0;
 }
 
 int ts_arm(ts_thread *t, int tid) {
+    t->perf_lost = 0;
     if (ts_mode != TS_MODE_CPU) return 0;
     int64_t interval = atomic_load(&ts_interval_ns);
     if (ts_timer_kind == TS_TIMER_PERF && arm_perf(t, tid, interval) == 0) return 0;
@@ -139,6 +141,7 @@ int ts_arm(ts_thread *t, int tid) {
 }
 
 void ts_disarm(ts_thread *t) {
+    t->perf_lost = 0;
     if (ts_perf_fd_is_ours(t)) {
         ioctl(t->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
         close(t->perf_fd);

@@ -36,6 +36,8 @@ _DELTAS = {  # extra key -> core counter, counted since the engine started
     "timer_fds_lost": "timer_fds_lost",
     "timer_fds_rearmed": "timer_fds_rearmed",
     "collector_ns": "collector_ns",
+    "control_ns": "control_ns",  # the control thread's CPU time: wall ticks, remote walks, budget, ring pages
+    "ring_pages_mapped": "ring_pages_mapped",  # mapped by the control thread ahead of the handlers
     "code_deaths": "settle_calls",  # code objects destroyed (the destroy hook ran)
     "code_death_folds": "settle_folds",  # ... whose death folded the ring: a pending sample held the code
 }

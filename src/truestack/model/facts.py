@@ -153,6 +153,9 @@ def cost_line(extra: dict[str, object], samples: int) -> str | None:
         "handler": handler / max(signals if isinstance(signals, int) else samples, 1),
         "collector": collector / samples,
     }
+    control = extra.get("control_ns")
+    if isinstance(control, int):  # profiles of before 2026-11-28 lack it
+        per["control thread"] = control / samples
     split = ", ".join(f"{name} {ns / 1000:.0f} µs" for name, ns in per.items())
     return f"  cost per sample: ~{sum(per.values()) / 1000:.0f} µs ({split})"
 
