@@ -126,4 +126,8 @@ def _test_change_period(ns: int, /) -> None:
 def _test_stuck_slot(stuck: bool, /) -> bool | None:
     """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""
 
+def stream_write(fd: int, data: bytes, dev: int, ino: int, /) -> int:
+    """All of data written to the pipe fd, the GIL held, if fd still names the pipe (dev, ino) and it has
+    room for all of it now: len(data); -1 if fd is not that pipe; 0 (nothing written) if no room."""
+
 def watch_process_events(callback: Callable[[str, tuple[Any, ...]], object], /) -> None: ...

@@ -1,6 +1,7 @@
 """Sampling session lifecycle: engine choice, collector thread, start/stop.
 
-The collector thread drains the engine every `drain_interval` seconds with
+The collector thread drains the engine every `drain_interval` seconds (50 to
+200 ms, by the rate: `drain_interval_for`) with
 the GIL held, so the native engine can release the code objects it pinned
 quickly, and hands resolved samples either to `on_samples` or to an internal
 buffer read by `drain()`.
@@ -32,6 +33,20 @@ from .settings import DEFAULT_MAX_DEPTH
 SampleSink = Callable[[list[Sample]], None]
 
 _LONG_DRAIN_S = 0.02  # a drain that took longer (GIL waits included) is counted
+# A drain costs the program's process ~0.5-1 ms of CPU however few samples it holds (the
+# collector's wake-up, the GIL taken, the stream's write waking the recorder: wake-ups cost
+# ~40 us each on a VM). Every 50 ms that was 1.5 % of a CPU at 100 Hz, more than the samples
+# themselves; so a drain takes about _DRAIN_SAMPLES samples of one thread, within these bounds.
+# The upper one bounds what a program killed outright loses, and how late a live view is.
+_DRAIN_SAMPLES = 100
+_DRAIN_MIN_S, _DRAIN_MAX_S = 0.05, 0.2
+
+
+def drain_interval_for(rate_hz: float) -> float:
+    """The collector's drain interval at this sampling rate."""
+    return min(max(_DRAIN_SAMPLES / rate_hz, _DRAIN_MIN_S), _DRAIN_MAX_S)
+
+
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
 
 
@@ -55,7 +70,7 @@ class Sampler:
         max_depth: int = DEFAULT_MAX_DEPTH,
         engine: str = "auto",
         on_samples: SampleSink | None = None,
-        drain_interval: float = 0.05,
+        drain_interval: float | None = None,  # None: drain_interval_for(rate)
         native: str = "off",
     ) -> None:
         if mode not in ("cpu", "wall"):
@@ -68,7 +83,7 @@ class Sampler:
         self.engine_choice = engine
         self.native = native  # settings.NATIVE_CHOICES
         self._sink = on_samples
-        self._drain_interval = drain_interval
+        self._drain_interval = drain_interval if drain_interval is not None else drain_interval_for(self.rate_hz)
         self._buffer: list[Sample] = []
         self._buffer_lock = threading.Lock()
         self._engine: Engine | None = None
@@ -163,27 +178,36 @@ class Sampler:
 
     def _collect_loop(self) -> None:
         # One wake-up per drain interval (a timed wait: no polling, nothing per sample).
+        # Its whole CPU time is what sampling cost the program: the drain, the consumer (the
+        # profile's tables and record's stream are truestack's own work) and the wake-up itself.
+        cpu = time.thread_time_ns()
         while not self._stopping.wait(self._drain_interval):
             self._wakeups += 1
             blocks = _thread_blocks()
             started = time.monotonic()
-            if self._collect_once():
+            if self._collect_once(charge=False):
                 self._drains += 1
             self._handbacks += _thread_blocks() - blocks
             if time.monotonic() - started > _LONG_DRAIN_S:
                 self._long_drains += 1
+            cpu, spent = time.thread_time_ns(), cpu
+            self._charge(cpu - spent)
 
-    def _collect_once(self) -> bool:
+    def _collect_once(self, charge: bool = True) -> bool:
         """Drain the engine into the consumer; False when there was nothing."""
         with self._collect_lock:
             if self._engine is None:
                 return False
             started = time.thread_time_ns()
-            batch = self._engine.drain()
-            # Turning raw samples into Python ones is part of what each sample costs: the
-            # engine reports it with its counters (not what the consumer does per batch).
-            self._engine.charge_collector(time.thread_time_ns() - started)
-            return self._hand_over(batch)
+            drained = self._hand_over(self._engine.drain())
+            if charge:  # a drain on another thread (drain(), stop()): its own CPU time only
+                self._charge(time.thread_time_ns() - started)
+            return drained
+
+    def _charge(self, cpu_ns: int) -> None:
+        engine = self._engine
+        if engine is not None:
+            engine.charge_collector(cpu_ns)
 
     def _hand_over(self, batch: list[Sample]) -> bool:
         if not batch:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # A stack (root first) -> the stack the profile keeps, or None to drop the sample.
 StackFilter = Callable[[tuple[Frame, ...]], "tuple[Frame, ...] | None"]
 _KEPT_LIMIT = 10_000  # stacks whose filtering is remembered
+_ASYNC_DRAIN_S = 0.05  # --async: the drain interval (each drain walks await chains)
 
 _active: list[ProfileSession] = []
 _active_lock = threading.Lock()
@@ -72,7 +73,14 @@ class ProfileSession:
         self._kept: dict[tuple[Frame, ...], tuple[Frame, ...] | None] = {}  # stack -> what the profile keeps
         self._kept_objs: IdentityMemo[tuple[Frame, ...], tuple[Frame, ...] | None] = IdentityMemo(_KEPT_LIMIT)
         self.sampler = Sampler(
-            mode=mode, rate=rate, max_depth=max_depth, engine=engine, on_samples=self._on_samples, native=native
+            mode=mode,
+            rate=rate,
+            max_depth=max_depth,
+            engine=engine,
+            on_samples=self._on_samples,
+            native=native,
+            # --async walks the pending tasks' await chains at each drain: keep them frequent.
+            drain_interval=_ASYNC_DRAIN_S if async_tasks else None,
         )
         self.profile = Profile(
             ProfileMeta(

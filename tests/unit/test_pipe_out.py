@@ -36,3 +36,26 @@ def test_without_the_pipe_a_write_raises_and_writes_nowhere(tmp_path):
     with pytest.raises(OSError):
         out.write(b"x")
     out.close()
+
+
+def test_a_record_larger_than_the_pipe_holds_goes_through_whole_while_the_reader_catches_up():
+    # The write end is non-blocking (the GIL-held write must never block): what does not fit now
+    # is written once the reader makes room.
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    out = PipeOut(write_fd, os.getpid(), read_fd)
+    data = bytes(range(256)) * 4096  # 1 MiB: 16 times a pipe's default capacity
+    got = bytearray()
+
+    def reader():
+        while len(got) < len(data):
+            got.extend(os.read(read_fd, 1 << 16))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert out.write(data) == len(data)
+    thread.join(timeout=30)
+    assert bytes(got) == data
+    out.close()
+    os.close(read_fd)

@@ -8,7 +8,7 @@
  * same guarded loads and keeps the walk only if the thread's CPU clock did
  * not move meanwhile and its thread state still names it.
  *
- * Both modes: every TS_BUDGET_PERIOD_NS it compares what sampling cost (the
+ * Both modes: every budget period (budget_period_ns) it compares what sampling cost (the
  * handlers' own CPU time, the kernel's delivery of each signal, this
  * thread's CPU time) with the process's CPU time. Above TS_BUDGET_SHARE_PCT
  * it lowers the rate (in powers of two) to what fits; after TS_CALM_PERIODS
@@ -28,7 +28,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define TS_BUDGET_PERIOD_NS 25000000LL
+/* The budget period: 50 sampling intervals, within these bounds. In cpu mode
+ * each period is a wake-up of this thread, ~70 us of CPU on a VM: every
+ * 25 ms that was 0.3 % of a CPU whatever the rate. Extreme rates, the ones
+ * the budget is for, keep the shortest period. */
+#define TS_BUDGET_MIN_NS    25000000LL
+#define TS_BUDGET_MAX_NS    250000000LL
+#define TS_BUDGET_INTERVALS 50
+static int64_t budget_period_ns(void) {
+    int64_t period = TS_BUDGET_INTERVALS * atomic_load(&ts_interval_ns);
+    return period < TS_BUDGET_MIN_NS ? TS_BUDGET_MIN_NS : period > TS_BUDGET_MAX_NS ? TS_BUDGET_MAX_NS : period;
+}
 #define TS_BUDGET_SHARE_PCT 25
 #define TS_BUDGET_FLOOR_PCT 10          /* of one CPU: below it, the rate is never lowered */
 #define TS_MAX_INTERVAL_NS  100000000LL /* the budget never lowers the rate below 10 Hz */
@@ -164,12 +174,12 @@ static void budget_check(ts_budget_mark *prev, int64_t now) {
 
 /* Maps the ring's pages ahead of the handlers (ring.h): twice what they claimed in the
  * last budget period, or what the rate and the threads would claim in one if more. */
-static void map_ring_ahead(uint64_t *last_head) {
+static void map_ring_ahead(uint64_t *last_head, int64_t period_ns) {
     uint64_t head = atomic_load_explicit(&ts_R.head, memory_order_relaxed), claimed = head - *last_head;
     *last_head = head;
     int64_t streams = ts_thread_count();
     if (ts_mode == TS_MODE_CPU && ts_cpus > 0 && streams > ts_cpus) streams = ts_cpus; /* no more run at once */
-    uint64_t expected = (uint64_t)(TS_BUDGET_PERIOD_NS / atomic_load(&ts_interval_ns) * (streams > 0 ? streams : 1));
+    uint64_t expected = (uint64_t)(period_ns / atomic_load(&ts_interval_ns) * (streams > 0 ? streams : 1));
     atomic_fetch_add_explicit(&ts_C.ring_pages_mapped,
                               ts_ring_map_ahead(2 * (claimed > expected ? claimed : expected) + 64),
                               memory_order_relaxed);
@@ -179,15 +189,15 @@ static void *control_main(void *arg) {
     (void)arg;
     int64_t cpu_at = self_cpu_ns();
     uint64_t last_head = atomic_load(&ts_R.head);
-    map_ring_ahead(&last_head);
     /* No signal of the program's lands here; guarded loads still need faults. */
     sigset_t all;
     sigfillset(&all);
     sigdelset(&all, SIGSEGV);
     sigdelset(&all, SIGBUS);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    map_ring_ahead(&last_head, budget_period_ns());
     int64_t now = ts_now_ns(CLOCK_MONOTONIC);
-    int64_t next_tick = now + atomic_load(&ts_interval_ns), next_budget = now + TS_BUDGET_PERIOD_NS;
+    int64_t next_tick = now + atomic_load(&ts_interval_ns), next_budget = now + budget_period_ns();
     ts_budget_mark mark = budget_mark(now);
     pthread_mutex_lock(&ctl_mu);
     while (!ctl_stop) {
@@ -205,9 +215,10 @@ static void *control_main(void *arg) {
             wall_tick(k, interval);
         }
         if (now >= next_budget) {
-            map_ring_ahead(&last_head);
             budget_check(&mark, now);
-            next_budget = now + TS_BUDGET_PERIOD_NS;
+            int64_t period = budget_period_ns(); /* of the rate the check may have changed */
+            map_ring_ahead(&last_head, period);
+            next_budget = now + period;
             int64_t cpu = self_cpu_ns();
             atomic_fetch_add_explicit(&ts_C.control_ns, (uint64_t)(cpu - cpu_at), memory_order_relaxed);
             cpu_at = cpu;

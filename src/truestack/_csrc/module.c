@@ -20,6 +20,7 @@
 #include "cfi.h"
 #include "drain.h"
 #include "process_watch.h"
+#include "stream_write.h"
 #include "stackcache.h"
 #include "walker.h"
 
@@ -521,6 +522,8 @@ static PyMethodDef methods[] = {
     {"watch_process_events", ts_py_watch_process_events, METH_O,
      "watch_process_events(callback): callback(event, args) for os.fork, subprocess.Popen, os.exec, "
      "os.posix_spawn and os.spawn audit events only (a C audit hook; installed once, never removed)."},
+    {"stream_write", ts_py_stream_write, METH_VARARGS,
+     "stream_write(fd, data, dev, ino) -> bytes written, the GIL held, without blocking; -1 if fd is not that pipe"},
     {NULL, NULL, 0, NULL},
 };
 

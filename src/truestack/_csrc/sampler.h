@@ -19,8 +19,8 @@ typedef struct {
     _Atomic uint64_t timer_fallbacks;   /* threads given a POSIX timer because no perf fd was left */
     _Atomic uint64_t timer_fds_lost;    /* perf fds the program closed (ts_perf_fd_is_ours) */
     _Atomic uint64_t timer_fds_rearmed; /* ... and the threads armed again (ts_rearm_lost_timers) */
-    _Atomic uint64_t collector_ns;      /* CPU time the Python collector spent resolving drains (reported) */
-    _Atomic uint64_t control_ns;        /* CPU time of the control thread (ticks, remote walks, budget, ring pages) */
+    _Atomic uint64_t collector_ns; /* CPU time of the collector: drains, the profile and stream, wake-ups (reported) */
+    _Atomic uint64_t control_ns;   /* CPU time of the control thread (ticks, remote walks, budget, ring pages) */
     _Atomic uint64_t ring_pages_mapped; /* ring pages the control thread mapped ahead of the handlers */
 } ts_counters;
 extern ts_counters ts_C;

@@ -259,7 +259,9 @@ class _Session:
         profile = self.reader.profile
         if not self.reader.ended:
             gone = not os.path.exists(f"/proc/{self.pid}")
-            lost = "the end of its stream was damaged" if self.damaged else "its last ~50 ms may be missing"
+            lost = "its last drain interval (50-200 ms) may be missing"
+            if self.damaged:
+                lost = "the end of its stream was damaged"
             if gone:
                 profile.note_interrupted(f"process {self.pid} ended while attached without finishing ({lost})")
             else:

@@ -16,7 +16,7 @@ Runs in the followed processes, never in the recorder:
 - The stream ends cleanly at the interpreter's exit (atexit) and at
   `os._exit` (wrapped, as coverage.py's `patch = _exit` does: multiprocessing's
   fork workers leave that way). A process killed by a signal loses at most
-  its last drain interval (~50 ms); the recorder keeps every record that
+  its last drain interval (50-200 ms, by the rate); the recorder keeps every record that
   arrived whole.
 
 Nothing here writes to the process's stdout or stderr or changes its exit

@@ -10,6 +10,12 @@ would then be lost, or worse, go into the program's file. So:
 - every write, and the close, first checks that the number still names the
   pipe (device and inode, from fstat): a number the program now uses for its
   own file is never written to or closed;
+- the check and the write run with the GIL held when the native extension is
+  there (`_native.stream_write`): from Python each of them gives the GIL up,
+  and a program thread waiting for it then takes it, so the collector had to
+  wait for it twice more per drain. The write end is non-blocking for that: what
+  does not fit in the pipe now is written from Python, waiting for room with
+  the GIL released;
 - a pipe found closed is opened again through the recorder's read end,
   `/proc/<recorder>/fd/<n>` (Linux opens the pipe itself, here for writing),
   checked the same way. Failing that, writes raise OSError, which makes the
@@ -23,6 +29,16 @@ import fcntl
 import os
 import resource
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_held_write: Callable[[int, bytes, int, int], int] | None
+try:
+    from .._native import stream_write as _held_write
+except ImportError:  # the pure-Python engine's install: the writes give the GIL up
+    _held_write = None
+
 _HIGH_FD = 512  # the moved write end's number, at least (half the soft limit when that is lower)
 
 
@@ -32,15 +48,24 @@ class PipeOut:
     def __init__(self, fd: int, recorder_pid: int, recorder_fd: int) -> None:
         st = os.fstat(fd)
         self._identity = (st.st_dev, st.st_ino)
-        self._fd = _moved_high(fd)
+        self._fd = _prepared(fd)
         self._reopen_path = f"/proc/{recorder_pid}/fd/{recorder_fd}"
         self.reopened = 0  # times the program closed it and it was opened again
 
     def write(self, data: bytes) -> int:
-        fd = self._checked_fd()
         view = memoryview(data)
+        if _held_write is not None and self._fd >= 0:
+            done = _held_write(self._fd, data, *self._identity)  # -1: the pipe is not at its number
+            if done == len(data):
+                return done
+            view = view[max(done, 0) :]
+        # The pipe is full for now (the recorder is behind), or the program closed its number.
+        fd = self._checked_fd()
         while view:
-            view = view[os.write(fd, view) :]
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                _wait_writable(fd)
         return len(data)
 
     def flush(self) -> None:
@@ -66,9 +91,24 @@ class PipeOut:
         if not self._is_pipe(fd):  # not the recorder's pipe (a recorder that is gone, its pid reused)
             os.close(fd)
             raise BrokenPipeError("the recorder's pipe is gone")
-        self._fd = _moved_high(fd)
+        self._fd = _prepared(fd)
         self.reopened += 1
         return self._fd
+
+
+def _prepared(fd: int) -> int:
+    """`fd` moved high, and non-blocking (see the module's docstring)."""
+    fd = _moved_high(fd)
+    os.set_blocking(fd, False)
+    return fd
+
+
+def _wait_writable(fd: int) -> None:
+    import select  # only when the recorder falls behind (poll: no FD_SETSIZE limit on the number)
+
+    waiter = select.poll()
+    waiter.register(fd, select.POLLOUT)
+    waiter.poll()
 
 
 def _moved_high(fd: int) -> int:

@@ -15,7 +15,7 @@ user sees of the program does not change:
 - The exit status is the program's; when the program died of a signal, the
   recorder writes the profile and then dies of the same signal.
 - Crash, `os._exit`, SIGKILL, OOM kill: the profile holds every sample the
-  child streamed (at most one collector drain interval, ~50 ms, is lost) and
+  child streamed (at most one collector drain interval, 50-200 ms by the rate, is lost) and
   says how the program ended.
 - `--subprocesses`: the program's Python children stream here too, each
   over its own connection (`tree.py`); the profile is written once the
@@ -274,7 +274,7 @@ def _note_how_it_ended(profile: Profile, status: int, damaged: bool) -> None:
         how = f"the program was killed by {_signal_name(-status)}"
     else:
         how = f"the program's process exited with status {status} without finishing (os._exit?)"
-    lost = "; samples of its last drain interval (~50 ms) may be missing"
+    lost = "; samples of its last drain interval (50-200 ms, by the rate) may be missing"
     if damaged:
         lost = "; the end of its profile stream was damaged and left out"
     profile.note_interrupted(how + lost)
