@@ -141,12 +141,12 @@ int ts_arm(ts_thread *t, int tid) {
 }
 
 void ts_disarm(ts_thread *t) {
-    t->perf_lost = 0;
     if (ts_perf_fd_is_ours(t)) {
         ioctl(t->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
         close(t->perf_fd);
         t->perf_fd = -1;
     }
+    t->perf_lost = 0; /* after the check, which marks a descriptor the program closed */
     if (t->has_timer) {
         timer_delete(t->timer);
         t->has_timer = 0;
