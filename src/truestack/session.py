@@ -62,6 +62,7 @@ class ProfileSession:
         stack_filter: StackFilter | None = None,
         async_tasks: bool = False,
         native: str = "off",
+        drain_interval: float | None = None,  # None: by the rate (sampler.drain_interval_for)
     ) -> None:
         self._filter = stack_filter
         # --async: samples relabelled per asyncio task, awaiting samples added (wall mode)
@@ -80,7 +81,7 @@ class ProfileSession:
             on_samples=self._on_samples,
             native=native,
             # --async walks the pending tasks' await chains at each drain: keep them frequent.
-            drain_interval=_ASYNC_DRAIN_S if async_tasks else None,
+            drain_interval=_ASYNC_DRAIN_S if async_tasks and drain_interval is None else drain_interval,
         )
         self.profile = Profile(
             ProfileMeta(

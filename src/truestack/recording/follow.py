@@ -16,8 +16,8 @@ Runs in the followed processes, never in the recorder:
 - The stream ends cleanly at the interpreter's exit (atexit) and at
   `os._exit` (wrapped, as coverage.py's `patch = _exit` does: multiprocessing's
   fork workers leave that way). A process killed by a signal loses at most
-  its last drain interval (50-200 ms, by the rate); the recorder keeps every record that
-  arrived whole.
+  its last drain interval (50 ms here, whatever the rate: `FOLLOWED_DRAIN_S`); the recorder
+  keeps every record that arrived whole.
 
 Nothing here writes to the process's stdout or stderr or changes its exit
 status: a process that cannot be followed (no socket, no engine) simply runs
@@ -42,6 +42,9 @@ from .sink import socket_session
 from .stacks import make_frame_stripper
 from .wire import ENV_VAR, FollowConfig, encode_hello
 
+# A followed process streams every 50 ms, whatever the rate: multiprocessing's Pool ends its workers
+# with SIGTERM, so a child's last drain interval is lost routinely, not only when it crashes.
+FOLLOWED_DRAIN_S = 0.05
 _config: FollowConfig | None = None
 _filter: StackFilter | None = None  # made before the program runs, while the launcher is `__main__`
 _program_process = False  # the recorded program's own process (and its forks): argv is the program's
@@ -67,7 +70,7 @@ class _Followed:
             raise
 
     def _start(self, config: FollowConfig, command: list[str], stack_filter: StackFilter) -> None:
-        self.session, self._sink = socket_session(config, self._sock, command, stack_filter)
+        self.session, self._sink = socket_session(config, self._sock, command, stack_filter, FOLLOWED_DRAIN_S)
         self._done = False
         self.session.start()
         self._sink.started(self.session)

@@ -36,9 +36,14 @@ class SamplingConfig(Protocol):
 
 
 def socket_session(
-    config: SamplingConfig, sock: socket.socket, argv: list[str], stack_filter: StackFilter | None = None
+    config: SamplingConfig,
+    sock: socket.socket,
+    argv: list[str],
+    stack_filter: StackFilter | None = None,
+    drain_interval: float | None = None,
 ) -> tuple[ProfileSession, StreamSink]:
-    """A session sampling as `config` says, for the command line `argv`, and its sink streaming over `sock`."""
+    """A session sampling as `config` says, for the command line `argv`, and its sink streaming over `sock`
+    after every drain (`drain_interval`: None for the sampler's default, by the rate)."""
     session = ProfileSession(
         mode=config.mode,
         rate=config.rate_hz,
@@ -48,6 +53,7 @@ def socket_session(
         stack_filter=stack_filter,
         async_tasks=config.async_tasks,
         native=config.native,
+        drain_interval=drain_interval,
     )
     return session, StreamSink(SocketOut(sock))  # type: ignore[arg-type]  # write/flush is all it uses
 
