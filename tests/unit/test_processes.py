@@ -56,6 +56,7 @@ def test_merge_keeps_every_process_samples_apart_and_tid_clashes_apart():
     stats = profile.meta.sampler_stats
     assert stats.samples == program.meta.sampler_stats.samples + 12  # the child's stats say 12 taken
     assert any("followed 1 child process; 1 ended without finishing" in n for n in stats.notes), stats.notes
+    assert any("may miss its last 50 ms of samples" in n for n in stats.notes), stats.notes
 
 
 def test_process_root_frames_in_tree_outputs_and_not_without_processes():

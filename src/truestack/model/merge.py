@@ -81,7 +81,12 @@ def _combine_stats(out: Profile, parts: list[tuple[ProcessInfo, Profile]]) -> No
     cut = sum(1 for info, _ in parts[1:] if not info.complete)
     notes.append(
         f"followed {children} child process{'' if children == 1 else 'es'}"
-        + (f"; {cut} ended without finishing their stream (killed, crashed or os._exit)" if cut else "")
+        + (
+            f"; {cut} ended without finishing their stream (killed, crashed or os._exit: each may miss"
+            " its last 50 ms of samples, its last drain)"
+            if cut
+            else ""
+        )
     )
     stats.notes = notes
 
