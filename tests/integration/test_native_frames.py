@@ -73,6 +73,18 @@ def stacks(profile) -> list[list[tuple[str, str]]]:
     return out
 
 
+def run_numbers(tmp_path, source: str) -> list[int]:
+    """Run `source` as a script with truestack importable; the integers it prints."""
+    import subprocess
+
+    script = tmp_path / "probe.py"
+    script.write_text(source)
+    proc = subprocess.run([sys.executable, str(script)], env=truestack_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [int(x) for x in proc.stdout.split()]
+
+
 def index_of(names: list[str], pred, start: int = 0) -> int:
     return next((i for i in range(start, len(names)) if pred(names[i])), -1)
 
@@ -179,14 +191,7 @@ print(len(raw), with_native, mismatches)
 
 
 def test_python_part_of_a_native_stack_is_the_plain_stack(tmp_path):
-    import subprocess
-
-    script = tmp_path / "mixed.py"
-    script.write_text(PYTHON_PART)
-    proc = subprocess.run([sys.executable, str(script)], env=truestack_env(), capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    total, with_native, mismatches = map(int, proc.stdout.split())
+    total, with_native, mismatches = run_numbers(tmp_path, PYTHON_PART)
     assert total >= 100
     assert with_native / total >= 0.9, (with_native, total)
     assert mismatches == 0
@@ -233,3 +238,59 @@ def test_a_corrupt_stack_ends_the_native_unwind_without_a_crash():
     # libunwind. libunwind built with conservative checks (the default, Debian's) validates each address
     # of a step (mincore/msync) and stops ("failed"); a build without them faults, which jumps back ("fault").
     assert int(frames) == 1 and reason in ("failed", "fault") and int(absorbed) >= 1, proc.stdout
+
+
+CLOCKS = '''
+import time
+
+def read_clocks():
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        for _ in range(100):
+            time.monotonic_ns()
+            time.perf_counter()
+
+read_clocks()
+'''
+
+
+def test_samples_in_the_vdso_name_its_function(tmp_path):
+    """clock_gettime runs in the vDSO, code the kernel maps from no file: its samples are one
+    function, not an `[unknown]+0x…` frame per instruction."""
+    profile = record(tmp_path, CLOCKS, "--native")
+    names = [[n for n, _ in s] for s in stacks(profile)]
+    assert not [n for s in names for n in s if n.startswith("[unknown]")], "unsymbolized frames"
+    in_clock = [s for s in names if any("clock_gettime" in n for n in s)]
+    assert len(in_clock) >= 20, (len(in_clock), len(names))
+    for s in in_clock:
+        assert index_of(s, lambda n: n == "read_clocks") < index_of(s, lambda n: "clock_gettime" in n), s
+
+
+SHARED_CHAINS = '''
+import time
+from truestack import _native
+from truestack.engines.native import NativeCpuEngine
+
+def spin():
+    end = time.thread_time() + 0.6
+    while time.thread_time() < end:
+        sum(range(200))
+
+engine = NativeCpuEngine("cpu", 1000, native=True)
+engine.start()
+spin()
+engine.stop()
+raw = [r for r in _native.drain(engine._resolve.frame, engine._python_half, True) if r.native]
+by_value = {}
+for r in raw:
+    by_value.setdefault(r.native, set()).add(id(r.native))
+print(len(raw), len(by_value), sum(len(ids) for ids in by_value.values()))
+'''
+
+
+def test_equal_native_chains_are_drained_as_one_tuple(tmp_path):
+    """The collector finds a chain's symbolized frames by the tuple's identity: the drain must hand
+    every sample with the same C return addresses the very same tuple."""
+    samples, distinct, objects = run_numbers(tmp_path, SHARED_CHAINS)
+    assert samples >= 100 and distinct < samples, (samples, distinct)  # chains repeat in a hot loop
+    assert objects == distinct, f"{objects} tuples for {distinct} distinct chains"

@@ -7,6 +7,7 @@
 #include "stackcache.h"
 #include "staging.h"
 #include "unwind.h"
+#include "wordcache.h"
 
 static const char *const state_names[] = {"unknown", "running", "idle"};
 
@@ -67,18 +68,6 @@ PyTypeObject *ts_raw_sample_type(void) {
     return raw_sample_type;
 }
 
-static PyObject *words_tuple(const uint64_t *w, size_t n) {
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    for (size_t i = 0; t && i < n; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)w[i]);
-        if (!v)
-            Py_CLEAR(t);
-        else
-            PyTuple_SET_ITEM(t, (Py_ssize_t)i, v);
-    }
-    return t;
-}
-
 static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames, PyObject *partial) {
     PyObject *item = PyStructSequence_New(raw_sample_type);
     if (!item) return NULL;
@@ -93,8 +82,8 @@ static PyObject *raw_sample(ts_staging *st, ts_ssample *s, PyObject *frames, PyO
         PyLong_FromUnsignedLong(s->depth),
         Py_NewRef(partial),
         Py_NewRef(frames),
-        off ? Py_NewRef(Py_None) : words_tuple(w, s->nnative),
-        off || s->nsegs == 0xff ? Py_NewRef(Py_None) : words_tuple(w + s->nnative, s->nsegs),
+        off ? Py_NewRef(Py_None) : ts_wordcache_tuple(w, s->nnative),
+        off || s->nsegs == 0xff ? Py_NewRef(Py_None) : ts_wordcache_tuple(w + s->nnative, s->nsegs),
         s->native_why ? PyUnicode_FromString(ts_native_reason_names[s->native_why % TS_NNATIVE_REASONS])
                       : Py_NewRef(Py_None),
         PyLong_FromUnsignedLongLong((unsigned long long)s->coro),

@@ -22,6 +22,7 @@
 #include "process_watch.h"
 #include "stream_write.h"
 #include "stackcache.h"
+#include "wordcache.h"
 #include "walker.h"
 
 const char *const ts_partial_names[TS_NREASONS] = {
@@ -454,6 +455,7 @@ static PyObject *py_charge_collector(PyObject *self, PyObject *arg) {
 static PyObject *py_stack_cache_clear(PyObject *self, PyObject *unused) {
     (void)self, (void)unused;
     ts_stackcache_clear();
+    ts_wordcache_clear();
     Py_RETURN_NONE;
 }
 
@@ -476,7 +478,7 @@ static PyMethodDef methods[] = {
      "resolve_frame(obj, n), None left out, or kept with shims; partial; depth), made once per distinct stack, then "
      "from the cache; without shims, samples with --native data are left uncached."},
     {"stack_cache_clear", py_stack_cache_clear, METH_NOARGS,
-     "Let go of every stack the drain's cache holds (and the code objects it pins)."},
+     "Let go of every stack the drain's caches hold (and the code objects they pin), --native's address tuples too."},
     {"stack_cache_counts", py_stack_cache_counts, METH_NOARGS,
      "stack_cache_counts() -> (stacks cached, frames cached, samples answered from the cache, misses, never "
      "cacheable)"},

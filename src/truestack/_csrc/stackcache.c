@@ -1,6 +1,8 @@
 /* The drain's stack cache (see stackcache.h). GIL-side only: nothing here
  * is reachable from the signal handler. */
 #include "stackcache.h"
+#include "hashslots.h"
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,17 +73,8 @@ static size_t *probe(uint64_t h, const ts_staging *st, const ts_ssample *s, int 
 }
 
 static int rehash(size_t want) {
-    uint32_t *fresh = calloc(want, sizeof *fresh);
-    if (!fresh) return -1;
-    for (size_t j = 0; j < nentries; j++) {
-        size_t i = (size_t)entries[j].hash & (want - 1);
-        while (fresh[i]) i = (i + 1) & (want - 1);
-        fresh[i] = (uint32_t)(j + 1);
-    }
-    free(slots);
-    slots = fresh;
-    nslots = want;
-    return 0;
+    _Static_assert(offsetof(entry, hash) == 0, "ts_slots_rebuild reads the hash first");
+    return ts_slots_rebuild(&slots, &nslots, want, entries, nentries, sizeof *entries);
 }
 
 static int reserve(uint32_t n) {

@@ -134,6 +134,8 @@ class NativeStacks:
         self.show_all = show_all
         self.symbols = Symbolizer()
         self._chains: dict[tuple[int, ...], tuple[Frame, ...]] = {}  # return addresses -> their frames
+        # id of a drained address tuple -> (it, its leaf frame, its callers' frames)
+        self._by_ips: dict[int, tuple[tuple[int, ...], Frame, tuple[Frame, ...]]] = {}
         # (ids of the Python half, the C leaf, the C callers, ...) -> (those three, the merged stack)
         self._merged: dict[tuple[Any, ...], tuple[Any, Any, Any, tuple[Frame, ...]]] = {}
         self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
@@ -172,8 +174,10 @@ class NativeStacks:
         return frames
 
     def forget_merges(self) -> None:
-        """Lets go of the merged stacks (and the Python halves they hold): the run is over."""
+        """Lets go of the merged stacks (and the Python halves they hold) and of the drained
+        address tuples: the run is over."""
         self._merged.clear()
+        self._by_ips.clear()
 
     def count(self, raw: object) -> None:
         """Counts the sample, and why its C frames are missing if they are (the notes)."""
@@ -193,6 +197,11 @@ class NativeStacks:
         ips: tuple[int, ...] | None = getattr(raw, "native", None)
         if not ips:
             return None, ()
+        # The drain hands equal address arrays over as one tuple (_csrc/wordcache.c): a hot loop's
+        # samples find theirs by identity, without slicing or hashing up to 128 ints each.
+        known = self._by_ips.get(id(ips))
+        if known is not None and known[0] is ips:
+            return known[1], known[2]
         frame = self.symbols.frame
         key = ips[1:]
         callers = self._chains.get(key)
@@ -200,7 +209,11 @@ class NativeStacks:
             if len(self._chains) > _CHAIN_CACHE:
                 self._chains.clear()
             callers = self._chains[key] = tuple(frame(ip, False) for ip in key)
-        return frame(ips[0], True), callers
+        leaf = frame(ips[0], True)
+        if len(self._by_ips) >= _CHAIN_CACHE:
+            self._by_ips.clear()
+        self._by_ips[id(ips)] = (ips, leaf, callers)  # holds ips: its id is not reused meanwhile
+        return leaf, callers
 
     def merge(
         self, python_root_first: Sequence[Frame | None], raw: object, leaf: Frame | None, callers: tuple[Frame, ...]

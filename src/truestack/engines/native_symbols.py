@@ -26,6 +26,7 @@ import bisect
 import ctypes
 import ctypes.util
 import functools
+import io
 import os
 import struct
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 _NATIVE = FrameKind.NATIVE.value
 _CACHE_LIMIT = 200_000  # addresses kept resolved
+VDSO = "[vdso]"  # the kernel's code mapped into every process: clock_gettime and co. run there
 _FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 
@@ -47,10 +49,12 @@ _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 class _Module:
     """One mapped ELF file: its symbols, sorted by address (load bias applied)."""
 
-    def __init__(self, path: str, bias: int) -> None:
+    def __init__(self, path: str, bias: int, image: tuple[int, int] | None = None) -> None:
         self.path = path
         self.name = os.path.basename(path)
         self.bias = bias
+        self.image = image  # (address, size) of a module mapped from no file (the vDSO): read from memory
+        self._identity: list[Any] | None = None  # the cache's key for an image (a file's is its stat)
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.names: list[str] = []
@@ -59,7 +63,10 @@ class _Module:
         self._cached: dict[str, Any] = {}  # what native_symcache kept for this file
 
     def load(self) -> None:
-        self._cached = cached = native_symcache.load(self.path)
+        image = ctypes.string_at(*self.image) if self.image is not None else None
+        if image is not None:  # cached by content: the same kernel maps the same image into every process
+            self._identity = native_symcache.image_identity(self.path, image)
+        self._cached = cached = native_symcache.load(self.path, self._identity)
         first_vaddr = cached.get("first_vaddr")
         starts, ends = _column(cached, "starts", int), _column(cached, "ends", int)
         names = _column(cached, "names", str)
@@ -80,26 +87,36 @@ class _Module:
             self.error = "pyelftools is not installed (pip install 'truestack[native]')"
             return
         try:
-            with open(self.path, "rb") as f:
-                elf = ELFFile(f)
-                first_vaddr = _first_load_vaddr(elf)
-                symbols: list[tuple[int, int, str]] = []
-                for section_name in (".symtab", ".dynsym"):
-                    section = elf.get_section_by_name(section_name)
-                    if isinstance(section, SymbolTableSection):
-                        symbols = _functions(elf, section)
-                    if symbols:
-                        break
+            if image is not None:  # mapped from no file (the vDSO): its ELF image, read from memory
+                first_vaddr = self._take_symbols(ELFFile(io.BytesIO(image)), SymbolTableSection)
+            else:
+                with open(self.path, "rb") as f:
+                    first_vaddr = self._take_symbols(ELFFile(f), SymbolTableSection)
         except Exception as exc:  # a malformed or vanished file: addresses stay module+offset
             self.error = f"{self.path}: {exc}"
             return
+        native_symcache.store(
+            self.path, self._identity, first_vaddr=first_vaddr, starts=self.starts, ends=self.ends, names=self.names
+        )
+
+    def _take_symbols(self, elf: Any, table_type: type) -> int:
+        """Keep `elf`'s sized functions (.symtab's, else .dynsym's) by address; returns its first
+        load address, which the bias now has taken out."""
+        first_vaddr = _first_load_vaddr(elf)
+        symbols: list[tuple[int, int, str]] = []
+        for section_name in (".symtab", ".dynsym"):
+            section = elf.get_section_by_name(section_name)
+            if isinstance(section, table_type):
+                symbols = _functions(elf, section)
+            if symbols:
+                break
         self.bias -= first_vaddr
         symbols.sort()
         for start, size, name in symbols:
             self.starts.append(start)
             self.ends.append(start + size)
             self.names.append(name)
-        native_symcache.store(self.path, first_vaddr=first_vaddr, starts=self.starts, ends=self.ends, names=self.names)
+        return first_vaddr
 
     def function_start(self, vaddr: int) -> int | None:
         """Start of the function holding vaddr, from the unwind table (which stripped files keep)."""
@@ -108,8 +125,8 @@ class _Module:
             if cached is not None:
                 self._fde_starts = cached
             else:
-                self._fde_starts = _eh_frame_starts(self.path)
-                native_symcache.store(self.path, function_starts=self._fde_starts)
+                self._fde_starts = _eh_frame_starts(self.path) if self.image is None else []
+                native_symcache.store(self.path, self._identity, function_starts=self._fde_starts)
         i = bisect.bisect_right(self._fde_starts, vaddr) - 1
         return self._fde_starts[i] if i >= 0 else None
 
@@ -219,6 +236,7 @@ class Symbolizer:
         self._bias: dict[str, int] = {}
         self._modules: dict[str, _Module] = {}
         self._frames: dict[int, Frame] = {}
+        self._vdso: tuple[int, int] | None = None  # (address, size) of this process's vDSO
         # One object per distinct frame: the addresses of one function share it, so a stack's
         # C half can be told apart from another's by identity (the collector's merge cache).
         self._interned: dict[Frame, Frame] = {}
@@ -234,10 +252,12 @@ class Symbolizer:
             lines = []
         for line in lines:
             parts = line.split(None, 5)
-            if len(parts) < 6 or not parts[5].startswith("/"):
+            if len(parts) < 6 or not (parts[5].startswith("/") or parts[5] == VDSO):
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
             path = parts[5]
+            if path == VDSO:
+                self._vdso = (lo, hi - lo)
             if int(parts[2], 16) == 0:
                 bias[path] = min(bias.get(path, lo), lo)
             if "x" in parts[1]:
@@ -255,7 +275,7 @@ class Symbolizer:
     def _module(self, path: str, base: int) -> _Module:
         mod = self._modules.get(path)
         if mod is None:
-            mod = self._modules[path] = _Module(path, base)
+            mod = self._modules[path] = _Module(path, base, self._vdso if path == VDSO else None)
             mod.load()
             if mod.error and len(self.errors) < 5:
                 self.errors.append(mod.error)
@@ -271,7 +291,7 @@ class Symbolizer:
             return frame
         found = self._find(key)
         if found is None:
-            self._read_maps()
+            self._read_maps()  # a module loaded since
             found = self._find(key)
         if found is None:
             frame = Frame(f"[unknown]+0x{key:x}", "", 0, 0, _NATIVE)

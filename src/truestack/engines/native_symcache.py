@@ -61,9 +61,14 @@ def _entry_path(directory: str, identity: list[Any]) -> str:
     return os.path.join(directory, "symbols", f"{os.path.basename(path)}-{dev:x}-{ino:x}-{size:x}-{mtime:x}.bin")
 
 
-def load(path: str) -> dict[str, Column]:
-    """The columns stored for this exact file (by identity), else {}."""
-    directory, identity = cache_dir(), _identity(path)
+def image_identity(name: str, image: bytes) -> list[Any]:
+    """The identity of an ELF image mapped from no file (the vDSO): its size and checksum."""
+    return [_FORMAT, sys.byteorder, name, 0, zlib.crc32(image), len(image), 0]
+
+
+def load(path: str, identity: list[Any] | None = None) -> dict[str, Column]:
+    """The columns stored for this exact file (by identity: its stat, or the one given), else {}."""
+    directory, identity = cache_dir(), identity or _identity(path)
     if directory is None or identity is None:
         return {}
     try:
@@ -74,12 +79,12 @@ def load(path: str) -> dict[str, Column]:
     return _decode(data, identity) or {}
 
 
-def store(path: str, **columns: Column) -> None:
-    """Keep these columns for this file, beside what was kept for it before."""
-    directory, identity = cache_dir(), _identity(path)
+def store(path: str, identity: list[Any] | None = None, **columns: Column) -> None:
+    """Keep these columns for this file (or image, by `identity`), beside what was kept for it before."""
+    directory, identity = cache_dir(), identity or _identity(path)
     if directory is None or identity is None:
         return
-    data = _encode(identity, {**load(path), **columns})
+    data = _encode(identity, {**load(path, identity), **columns})
     if data is None:
         return
     target = _entry_path(directory, identity)
