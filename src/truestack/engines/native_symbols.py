@@ -15,6 +15,10 @@ even that is missing. Offsets are in the file's address space, as
 `addr2line` and `perf` want them. C++ names are demangled with the C++ runtime's own
 `__cxa_demangle` when libstdc++ can be loaded.
 
+The vDSO, the code the kernel maps into every process with no file behind
+it (`clock_gettime`, `gettimeofday`: every clock read of a Python program
+runs there), is a module like the others: its ELF image is read from memory.
+
 The symbol's own offset is left out of the frame on purpose: every sample in
 one C function then counts for one function, as Python frames count per
 function and line.
@@ -47,7 +51,7 @@ _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 
 
 class _Module:
-    """One mapped ELF file: its symbols, sorted by address (load bias applied)."""
+    """One mapped ELF file (or in-memory image): its symbols, sorted by address (load bias applied)."""
 
     def __init__(self, path: str, bias: int, image: tuple[int, int] | None = None) -> None:
         self.path = path

@@ -7,7 +7,8 @@ kept in the user's cache directory (`$TRUESTACK_CACHE_DIR`, else
 `$XDG_CACHE_HOME/truestack`, else `~/.cache/truestack`; an empty
 `TRUESTACK_CACHE_DIR` turns the cache off), one file per ELF file, named and
 checked by the file's device, inode, size and modification time: a rebuilt or
-replaced library is read again. A cache file that cannot be read or does not
+replaced library is read again. An image mapped from no file (the vDSO) is
+named and checked by its size and checksum instead. A cache file that cannot be read or does not
 decode whole is passed over, and the ELF file is read as before.
 
 The tables are columns of integers or of names, stored as raw arrays after a
