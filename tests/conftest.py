@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hang_report import run_reporting_hangs
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
@@ -35,11 +36,11 @@ def truestack_env(**extra: str) -> dict[str, str]:
 def run_truestack(*args: str, cwd: str | os.PathLike | None = None, timeout: float = 240,
                   env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess:
     """Run `python -m truestack ARGS` and capture its output as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "truestack", *args],
-        cwd=cwd, env=env or truestack_env(), capture_output=True, text=True,
-        timeout=timeout, input=input,
-    )
+    command = [sys.executable, "-m", "truestack", *args]
+    if input is not None:  # communicate() writes it: not the hang report's case
+        return subprocess.run(command, cwd=cwd, env=env or truestack_env(), capture_output=True, text=True,
+                              timeout=timeout, input=input)
+    return run_reporting_hangs(command, timeout, cwd=cwd, env=env or truestack_env())
 
 
 def native_available() -> bool:

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 from conftest import truestack_env
+from hang_report import run_reporting_hangs
 
 PRELUDE = """
 import json, os, signal, sys, threading, time
@@ -28,8 +29,8 @@ def report(**kw):
 
 
 def run(body: str, timeout: float = 120, **popen) -> dict:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PRELUDE) + textwrap.dedent(body)],
-                          env=truestack_env(), capture_output=True, text=True, timeout=timeout, **popen)
+    proc = run_reporting_hangs([sys.executable, "-c", textwrap.dedent(PRELUDE) + textwrap.dedent(body)], timeout,
+                               env=truestack_env(), **popen)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     print(out)
