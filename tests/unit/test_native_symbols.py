@@ -68,3 +68,32 @@ def test_the_vdso_symbols_are_cached_by_content(tmp_path):
     second = probe()
     assert second["names"] == first["names"]
     assert not second["elftools"], "the second run read the vDSO's image again (pyelftools imported)"
+
+
+def test_generated_code_is_named_from_the_perf_map_without_reading_the_maps_again(tmp_path, monkeypatch):
+    import mmap
+    import os
+
+    from truestack.engines import native_symbols
+    from truestack.engines.native_perfmap import PerfMap
+
+    code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)  # generated code's memory
+    try:
+        import ctypes
+
+        start = ctypes.addressof(ctypes.c_char.from_buffer(code))
+        (tmp_path / f"perf-{os.getpid()}.map").write_text(f"{start:x} 20 py::spin:/prog.py\n")
+        symbols = native_symbols.Symbolizer()
+        symbols._perf_map = PerfMap(str(tmp_path))
+        reads = []
+        original = native_symbols.Symbolizer._read_maps
+        monkeypatch.setattr(native_symbols.Symbolizer, "_read_maps", lambda self: (reads.append(1), original(self)))
+        first = symbols.frame(start + 5, leaf=False)
+        assert (first.name, first.file) == ("py::spin:/prog.py", str(tmp_path / f"perf-{os.getpid()}.map"))
+        assert len(reads) == 1  # the first address there: the mapping is new
+        assert symbols.frame(start + 0x30, leaf=False).name == f"[unknown]+0x{start + 0x2f:x}"  # not in the map
+        assert symbols.frame(start + 12, leaf=True).name == "py::spin:/prog.py"
+        assert len(reads) == 1  # the mapping is known now: no read per address
+    finally:
+        del start
+        code.close()

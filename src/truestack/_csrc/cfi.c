@@ -13,7 +13,8 @@
  * Anything else (a CFA expression, as
  * in stack-realigning prologues and glibc's signal trampoline; a signal
  * frame; a 64-bit or version-4 CIE; an address no module's table covers, as
- * in JIT or libffi closure code; a load that faults) hands the whole sample
+ * in JIT or libffi closure code, but for CPython's perf trampolines, whose
+ * one fixed frame layout is stepped over; a load that faults) hands the whole sample
  * to libunwind, which then unwinds it from the start. Where the fast path
  * does finish, it stops where libunwind stops (an undefined return address
  * or rbp), so the two agree frame for frame: test builds can run both in the
@@ -188,6 +189,25 @@ static uint64_t loader_fingerprint(void) {
     return h ^ (uint64_t)n;
 }
 
+/* CPython 3.12+'s perf trampoline (python -X perf: Python/asm_trampoline.S), copied into anonymous
+ * memory once per code object called from C, so no module's CFI covers it: `sub $8,%rsp; call *%rcx;
+ * add $8,%rsp; ret`. Is `ra` the return address of its call? Its 11 bytes are read around it with
+ * aligned loads; any other code, or a fault, answers no. */
+static const uint8_t perf_trampoline[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd1, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+#define PERF_TRAMPOLINE_RA 6 /* the return address's offset in it */
+
+TS_SIGNAL_SAFE static int is_perf_trampoline_return(uint64_t ra) {
+    uintptr_t from = (uintptr_t)ra - PERF_TRAMPOLINE_RA, base = from & ~(uintptr_t)7;
+    uint64_t words[3];
+    int fault = 0;
+    for (int i = 0; i < 3; i++) words[i] = ts_load(base + 8 * (uintptr_t)i, &fault);
+    if (fault) return 0;
+    const uint8_t *bytes = (const uint8_t *)words + (from - base);
+    for (size_t i = 0; i < sizeof perf_trampoline; i++)
+        if (bytes[i] != perf_trampoline[i]) return 0;
+    return 1;
+}
+
 TS_SIGNAL_SAFE int ts_cfi_unwind(void *ucv, uint64_t *ips, int max, int *why, int *seen) {
     const cfi_snapshot *snap = atomic_load_explicit(&current, memory_order_acquire);
     if (!snap || !atomic_load_explicit(&ts_cfi_enabled, memory_order_relaxed)) return -1;
@@ -208,6 +228,13 @@ TS_SIGNAL_SAFE int ts_cfi_unwind(void *ucv, uint64_t *ips, int max, int *why, in
         /* A caller's return address may be one past its function's end. */
         uintptr_t pc = first ? ip : ip - 1;
         const cfi_module *m = module_of(snap, pc);
+        if (!m && !first && is_perf_trampoline_return(ip)) {
+            /* Its frame: 8 bytes it reserved, then its caller's return address. rbp is untouched. */
+            uint64_t caller = ts_load(sp + 8, &fault);
+            if (fault) return -1;
+            ip = caller, sp += 16;
+            continue;
+        }
         if (!m || (m != checked && !module_is_current(m))) {
             atomic_store_explicit(&stale, 1, memory_order_relaxed); /* loaded or unloaded since: the next drain looks */
             return -1;

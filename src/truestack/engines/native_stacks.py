@@ -47,7 +47,9 @@ _PLUMBING = re.compile(
     r"|_?PyRun_|run_mod|run_eval_code_obj|pyrun_|pymain_|Py_RunMain|Py_BytesMain|main$|__libc_start_"
     r"|_start$|thread_run|pythread_wrapper|start_thread|__?clone|gen_send_ex|gen_iternext|_PyGen_"
     r"|builtin_exec|exec_code|_PyEval_Vector|partial_vectorcall|partial_call|context_run"
-    r"|method_vectorcall_|_Py_call_|PyObject_Call|_PyCFunction)"
+    r"|method_vectorcall_|_Py_call_|PyObject_Call|_PyCFunction"
+    # CPython 3.12+'s perf trampolines (python -X perf): one per call from C into the eval loop
+    r"|py::|py_trampoline_)"
 )
 
 

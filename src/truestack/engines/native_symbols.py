@@ -18,6 +18,10 @@ even that is missing. Offsets are in the file's address space, as
 The vDSO, the code the kernel maps into every process with no file behind
 it (`clock_gettime`, `gettimeofday`: every clock read of a Python program
 runs there), is a module like the others: its ELF image is read from memory.
+Code generated at run time into anonymous memory (CPython's perf
+trampolines, JITs) is named from the process's perf map
+(`native_perfmap.py`); an address in anonymous executable memory already
+seen does not make /proc/self/maps be read again.
 
 The symbol's own offset is left out of the frame on purpose: every sample in
 one C function then counts for one function, as Python frames count per
@@ -36,6 +40,7 @@ import struct
 
 from ..samples import Frame, FrameKind
 from . import native_symcache
+from .native_perfmap import PerfMap
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -46,6 +51,9 @@ if TYPE_CHECKING:
 _NATIVE = FrameKind.NATIVE.value
 _CACHE_LIMIT = 200_000  # addresses kept resolved
 VDSO = "[vdso]"  # the kernel's code mapped into every process: clock_gettime and co. run there
+# Executable mappings of generated code that name something, but no ELF file: memfd, shared
+# anonymous memory, anonymous memory given a name (prctl PR_SET_VMA_ANON_NAME).
+_NO_FILE = ("/memfd:", "/dev/zero", "[anon")
 _FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
 _STT_FUNC, _STT_GNU_IFUNC = 2, 10
 
@@ -241,6 +249,10 @@ class Symbolizer:
         self._modules: dict[str, _Module] = {}
         self._frames: dict[int, Frame] = {}
         self._vdso: tuple[int, int] | None = None  # (address, size) of this process's vDSO
+        # Executable memory mapped from no file (generated code: CPython's perf trampolines, JITs):
+        # an address there is named from the perf map, without reading /proc/self/maps again.
+        self._anonymous: list[tuple[int, int]] = []
+        self._perf_map = PerfMap()
         # One object per distinct frame: the addresses of one function share it, so a stack's
         # C half can be told apart from another's by identity (the collector's merge cache).
         self._interned: dict[Frame, Frame] = {}
@@ -248,6 +260,7 @@ class Symbolizer:
 
     def _read_maps(self) -> None:
         ranges: list[tuple[int, int, str]] = []
+        anonymous: list[tuple[int, int]] = []
         bias: dict[str, int] = {}
         try:
             with open("/proc/self/maps") as f:
@@ -256,6 +269,10 @@ class Symbolizer:
             lines = []
         for line in lines:
             parts = line.split(None, 5)
+            if "x" in parts[1] and (len(parts) == 5 or parts[5].startswith(_NO_FILE)):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                anonymous.append((lo, hi))
+                continue
             if len(parts) < 6 or not (parts[5].startswith("/") or parts[5] == VDSO):
                 continue
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
@@ -268,6 +285,7 @@ class Symbolizer:
                 ranges.append((lo, hi, path))
         ranges.sort()
         self._ranges, self._starts, self._bias = ranges, [r[0] for r in ranges], bias
+        self._anonymous = sorted(anonymous)
 
     def _find(self, addr: int) -> tuple[int, str] | None:
         i = bisect.bisect_right(self._starts, addr) - 1
@@ -275,6 +293,17 @@ class Symbolizer:
             path = self._ranges[i][2]
             return self._bias.get(path, self._ranges[i][0]), path
         return None
+
+    def _in_anonymous(self, addr: int) -> bool:
+        i = bisect.bisect_right(self._anonymous, (addr, 1 << 64)) - 1
+        return i >= 0 and addr < self._anonymous[i][1]
+
+    def _generated(self, addr: int) -> Frame:
+        """The frame of code outside every module: named by the perf map, else by its address."""
+        name = self._perf_map.name(addr)
+        if name is None:
+            return Frame(f"[unknown]+0x{addr:x}", "", 0, 0, _NATIVE)
+        return Frame(name, self._perf_map.path, 0, 0, _NATIVE)
 
     def _module(self, path: str, base: int) -> _Module:
         mod = self._modules.get(path)
@@ -294,11 +323,11 @@ class Symbolizer:
         if frame is not None:
             return frame
         found = self._find(key)
-        if found is None:
+        if found is None and not self._in_anonymous(key):
             self._read_maps()  # a module loaded since
             found = self._find(key)
         if found is None:
-            frame = Frame(f"[unknown]+0x{key:x}", "", 0, 0, _NATIVE)
+            frame = self._generated(key)
         else:
             mod = self._module(found[1], found[0])
             vaddr = key - mod.bias

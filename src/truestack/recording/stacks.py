@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 
 from ..own_files import is_own_file, own_path
-from ..samples import Frame
+from ..samples import Frame, FrameKind
 from ..session import StackFilter
 
 _TARGET_FILE = own_path("target.py")
+_NATIVE = FrameKind.NATIVE.value
 
 
 def _launcher_files() -> set[str]:
@@ -28,14 +29,20 @@ def make_frame_stripper() -> StackFilter:
 
     The program's `<module>` becomes the root, as if it ran directly; samples
     taken in truestack itself (before or after the program) are dropped (None).
+    With C frames (--native), the process's start below the launcher goes too,
+    and the C calls by which truestack runs the program's code (exec).
     """
     launcher = _launcher_files()
 
     def strip(frames: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
-        if frames and (frames[0].file in launcher or is_own_file(frames[0].file)):
+        root = next((f for f in frames if f.kind != _NATIVE), None)  # the root-most Python frame
+        if root is not None and (root.file in launcher or is_own_file(root.file)):
             for i, frame in enumerate(frames):
                 if frame.name == "run_target" and frame.file == _TARGET_FILE:
-                    frames = frames[i + 1 :]
+                    start = i + 1
+                    while start < len(frames) and frames[start].kind == _NATIVE:
+                        start += 1
+                    frames = frames[start:]
                     break
             else:
                 if any(is_own_file(f.file) for f in frames):
