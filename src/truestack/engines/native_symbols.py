@@ -20,8 +20,9 @@ it (`clock_gettime`, `gettimeofday`: every clock read of a Python program
 runs there), is a module like the others: its ELF image is read from memory.
 Code generated at run time into anonymous memory (CPython's perf
 trampolines, JITs) is named from the process's perf map
-(`native_perfmap.py`); an address in anonymous executable memory already
-seen does not make /proc/self/maps be read again.
+(`native_perfmap.py`), else `[generated code]`, one frame per mapping; an
+address in anonymous executable memory already seen does not make
+/proc/self/maps be read again.
 
 The symbol's own offset is left out of the frame on purpose: every sample in
 one C function then counts for one function, as Python frames count per
@@ -294,16 +295,22 @@ class Symbolizer:
             return self._bias.get(path, self._ranges[i][0]), path
         return None
 
-    def _in_anonymous(self, addr: int) -> bool:
+    def _anonymous_mapping(self, addr: int) -> tuple[int, int] | None:
+        """The executable mapping of no file that holds `addr`, as of the last read of the maps."""
         i = bisect.bisect_right(self._anonymous, (addr, 1 << 64)) - 1
-        return i >= 0 and addr < self._anonymous[i][1]
+        return self._anonymous[i] if i >= 0 and addr < self._anonymous[i][1] else None
 
     def _generated(self, addr: int) -> Frame:
-        """The frame of code outside every module: named by the perf map, else by its address."""
+        """The frame of code outside every module: named by the perf map; else one frame per
+        mapping of generated code (its samples count together, as one unnamed function's would);
+        else, in no executable mapping at all, by its address."""
         name = self._perf_map.name(addr)
-        if name is None:
-            return Frame(f"[unknown]+0x{addr:x}", "", 0, 0, _NATIVE)
-        return Frame(name, self._perf_map.path, 0, 0, _NATIVE)
+        if name is not None:
+            return Frame(name, self._perf_map.path, 0, 0, _NATIVE)
+        mapping = self._anonymous_mapping(addr)
+        if mapping is not None:
+            return Frame("[generated code]", f"[anon:0x{mapping[0]:x}]", 0, 0, _NATIVE)
+        return Frame(f"[unknown]+0x{addr:x}", "", 0, 0, _NATIVE)
 
     def _module(self, path: str, base: int) -> _Module:
         mod = self._modules.get(path)
@@ -323,7 +330,7 @@ class Symbolizer:
         if frame is not None:
             return frame
         found = self._find(key)
-        if found is None and not self._in_anonymous(key):
+        if found is None and self._anonymous_mapping(key) is None:
             self._read_maps()  # a module loaded since
             found = self._find(key)
         if found is None:
