@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,8 @@ def truestack_env(**extra: str) -> dict[str, str]:
         installed_from_src = True
     if installed_from_src:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    if GDB_CANNOT_CALL is not None:
+        env.setdefault("TRUESTACK_INJECTOR", "pyinjector")
     env.update(extra)
     return env
 
@@ -41,6 +44,24 @@ def run_truestack(*args: str, cwd: str | os.PathLike | None = None, timeout: flo
         return subprocess.run(command, cwd=cwd, env=env or truestack_env(), capture_output=True, text=True,
                               timeout=timeout, input=input)
     return run_reporting_hangs(command, timeout, cwd=cwd, env=env or truestack_env())
+
+
+def _gdb_cannot_call() -> str | None:
+    if shutil.which("gdb") is None:
+        return None
+    from truestack.remote.gdb_calls import calls_break_the_target
+
+    return calls_break_the_target()
+
+
+# Where gdb cannot call a function in another process without breaking it (gdb 13 on a CPU with AMX),
+# attach's gdb route refuses before touching the target (test_attach's refusal test checks it). The
+# attach tests then inject as a user there would, through pyinjector (truestack_env sets
+# TRUESTACK_INJECTOR); only the tests of the gdb route itself cannot run.
+GDB_CANNOT_CALL = _gdb_cannot_call()
+needs_gdb_calls = pytest.mark.skipif(
+    GDB_CANNOT_CALL is not None, reason=f"gdb cannot call into another process on this machine: {GDB_CANNOT_CALL}"
+)
 
 
 def native_available() -> bool:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import native_available, run_truestack, truestack_env
+from conftest import GDB_CANNOT_CALL, native_available, needs_gdb_calls, run_truestack, truestack_env
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="attach needs the native extension")
 
@@ -321,7 +321,7 @@ BUSY = {
 
 
 @needs_ptrace
-@pytest.mark.parametrize("route", list(BUSY))
+@pytest.mark.parametrize("route", [pytest.param("gdb", marks=needs_gdb_calls), "pyinjector"])
 def test_attaching_to_a_process_truestack_already_records_fails_clearly(route, target, tmp_path):
     if route == "gdb" and shutil.which("gdb") is None:
         pytest.skip("gdb is not installed (the fallback route)")
@@ -422,7 +422,25 @@ def test_permission_denied_says_what_to_run(target, tmp_path):
 
 
 @needs_ptrace
+@pytest.mark.skipif(GDB_CANNOT_CALL is None, reason="this gdb can call into another process here: nothing to refuse")
+def test_where_gdb_cannot_call_attach_refuses_before_touching_the_target(target, tmp_path):
+    # gdb 13 on a CPU with AMX: its call's register restore fails and the target runs on broken.
+    t = target()
+    env = truestack_env()
+    env.pop("TRUESTACK_INJECTOR")  # the default route (the tests' environment forces pyinjector here)
+    result = run_truestack("attach", "--duration", "0.5", "-o", "run.tsp", str(t.pid), cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"truestack: error: not attaching to process {t.pid}: this gdb cannot call")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "gdb 14 or newer" in result.stderr and "TRUESTACK_INJECTOR=pyinjector" in result.stderr
+    assert not (tmp_path / "run.tsp").exists()
+    status, out, err = t.finish()
+    assert status == 3 and err == "" and out.endswith("done\n")  # it ran on, untouched
+
+
+@needs_ptrace
 @pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (the fallback route)")
+@needs_gdb_calls
 def test_gdb_route_when_forced(target, tmp_path):
     t = target()
     result = run_truestack(

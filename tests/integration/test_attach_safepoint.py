@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import run_truestack, truestack_env
+from conftest import needs_gdb_calls, run_truestack, truestack_env
 from test_attach import Target, _load, needs_ptrace
 
 pytestmark = [
@@ -31,6 +31,7 @@ print("done", n > 0, flush=True)
 """
 
 
+@needs_gdb_calls
 def test_attaching_again_and_again_to_a_program_allocating_in_a_tight_loop(tmp_path):
     # Injected wherever ptrace stopped it, about one attach in five deadlocked this target for good.
     t = Target(tmp_path, source=ALLOCATES)
@@ -69,6 +70,7 @@ print("done", flush=True)
 """
 
 
+@needs_gdb_calls
 def test_a_thread_inside_the_dynamic_loader_is_waited_out_not_joined(tmp_path):
     seconds = 8
     source = SLOW_LIBRARY.replace("SECONDS", str(seconds))

@@ -41,6 +41,7 @@ import tempfile
 from typing import Protocol
 
 from ..errors import TruestackError
+from .gdb_calls import calls_break_the_target
 
 INJECTOR_ENV = "TRUESTACK_INJECTOR"
 _GDB_TIMEOUT_S = 60.0
@@ -132,6 +133,14 @@ class GdbInjector:
         return shutil.which("gdb") is not None
 
     def run(self, pid: int, code: str) -> None:
+        broken = calls_break_the_target()
+        if broken is not None:  # checked on a process of ours: never try it on the user's
+            raise InjectionError(
+                f"not attaching to process {pid}: this gdb cannot call a function in another process on this "
+                f"CPU without breaking it (a test call said: {broken}; gdb 13 and older do not know the AMX "
+                "register state): install gdb 14 or newer, or set TRUESTACK_INJECTOR=pyinjector (which can "
+                "hang a target it stops inside malloc)"
+            )
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gdb_safepoint.py")
         with tempfile.TemporaryDirectory(prefix="truestack-agent-") as directory:
             os.chmod(directory, 0o755)
