@@ -80,7 +80,8 @@ def backtraces(pids: list[int]) -> str:
         command = [gdb, "-p", str(pid), "-batch", "-nx", "-iex", "add-auto-load-safe-path /",
                    "-ex", "set pagination off", "-ex", "thread apply all bt 40", "-ex", "thread apply all py-bt"]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=min(left, 25))
+            env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the sanitizer job's runtime
+            done = subprocess.run(command, capture_output=True, text=True, timeout=min(left, 25), env=env)
             text = done.stdout or done.stderr
         except subprocess.TimeoutExpired:
             text = "(gdb did not finish)"

@@ -15,6 +15,7 @@ own, once per truestack process; elsewhere it is trusted without a try.
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 
 _PROBE_TIMEOUT_S = 30.0
@@ -43,13 +44,15 @@ def calls_break_the_target(gdb: str = "gdb") -> str | None:
 def probe(gdb: str) -> str | None:
     """Have `gdb` call getpid() in a sleeping process of ours: None if the call came back right,
     else gdb's last words."""
+    # Without LD_PRELOAD: a library preloaded into this process (a sanitizer runtime) is not gdb's to carry.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     sleeper = subprocess.Popen(
-        ["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
     try:
         done = subprocess.run(
             [gdb, "-nx", "-batch", "-p", str(sleeper.pid), "-ex", "print (int)getpid()"],
-            capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"gdb could not be tried ({exc})"
