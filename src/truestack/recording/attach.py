@@ -244,6 +244,7 @@ class _Session:
         self.reader = ProfileStreamReader()
         self.damaged: str | None = None
         self.stop_sent_at: float | None = None
+        self.closed = False  # by the other end, before its stream ended
 
     def run(self, first: bytes) -> Profile:
         self._feed(first)
@@ -265,7 +266,8 @@ class _Session:
             if gone:
                 profile.note_interrupted(f"process {self.pid} ended while attached without finishing ({lost})")
             else:
-                profile.note_interrupted(f"process {self.pid} did not finish its profile when asked ({lost})")
+                how = "it closed the connection" if self.closed else f"no end within {_STOP_GRACE_S:g} s of the stop"
+                profile.note_interrupted(f"process {self.pid} did not finish its profile when asked ({how}; {lost})")
         return profile
 
     def _loop(self, started: float) -> None:
@@ -282,6 +284,7 @@ class _Session:
             if self.conn.fileno() in ready:
                 data = self.conn.recv(1 << 20)
                 if not data:
+                    self.closed = True
                     return
                 self._feed(data)
                 if self.reader.ended:

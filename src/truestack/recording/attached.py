@@ -117,6 +117,8 @@ class _Attached:
         self.sock = sock
         self._done = False
         self._finish_lock = threading.Lock()
+
+    def start(self) -> None:
         self.session.start()
 
     def stream(self, server_tid: int) -> None:
@@ -207,8 +209,12 @@ def _open(config: AttachConfig, start_serving: Callable[[_Attached], int]) -> _A
         problem = _busy()
         if problem is None:
             try:
+                # Published before sampling starts: a fork the program makes once it sees the sampler
+                # running (this may run in the agent's own thread) must find it to forget.
                 _current = _Attached(config, sock)
+                _current.start()
             except Exception as exc:  # no engine, or it cannot start: the attacher says why
+                _current = None
                 problem = f"sampling cannot start: {exc}"
     if problem is not None:
         with contextlib.suppress(OSError):
