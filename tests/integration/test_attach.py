@@ -513,6 +513,11 @@ def _readline_within(stream, seconds: float) -> str:
 
 
 @needs_ptrace
+@pytest.mark.xfail(
+    GDB_CANNOT_CALL is not None, strict=False,
+    reason="through pyinjector (the tests' attach route where gdb cannot call), 1 run in 3: the attached "
+    "process's stop waits forever to join its collector thread, which is no longer there (a known bug, open)",
+)  # fmt: skip
 def test_a_fork_of_the_attached_process_leaves_its_stream_alone(target, tmp_path):
     t = target(source=FORKS)
     attacher = subprocess.Popen(

@@ -14,8 +14,9 @@ def test_fast_unwinder_agrees_with_libunwind_frame_for_frame(mode):
     assert set(r) == {"mixed", "late", "callback", "reload"}, r
     for phase, got in r.items():
         assert got["mismatched"] == 0, (phase, got)  # first_mismatch: fast n, libunwind n, index, the two ips
-        # reload: many of its samples land in the loader, or while a snapshot is stale (libunwind's)
-        assert got["checked"] >= (100 if phase == "reload" else 200), (phase, got)
+        # reload: many of its samples land in the loader, or while a snapshot is stale (libunwind's):
+        # 95 and 97 of ~640 were checked in two full CI runs on a loaded 2-core machine
+        assert got["checked"] >= (80 if phase == "reload" else 200), (phase, got)
     # Ordinary C code is the fast path's: libunwind takes only what it cannot model.
     mixed = r["mixed"]
     assert mixed["cfi"] >= 0.9 * (mixed["cfi"] + mixed["libunwind"]), mixed
