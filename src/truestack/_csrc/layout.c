@@ -2,8 +2,10 @@
 #include "Python.h"
 #include "frameobject.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
 #endif
@@ -40,8 +42,26 @@ int ts_tstate_key_init(void) {
 
 void ts_thread_list_lock(void) {
 #if PY_VERSION_HEX >= 0x030D0000
-    /* The public lock call: if it must wait, it lets go of our GIL meanwhile. */
-    PyMutex_Lock(&_PyRuntime.interpreters.mutex);
+    /* Taken as CPython takes it (HEAD_LOCK: _Py_LOCK_DONT_DETACH), keeping the
+     * GIL while waiting: no holder of this lock waits for a GIL. The public
+     * PyMutex_Lock lets go of the GIL while it waits, and may be handed the lock
+     * before it has the GIL back: a thread holding the GIL and waiting for the
+     * list (starting a thread does) then waits on us forever, and we on it (the
+     * 10 kHz stress test on 3.13 hung so, one run in three). The call CPython
+     * uses is not exported: try to take it, let other threads run, try again. */
+    PyMutex *m = &_PyRuntime.interpreters.mutex;
+    for (unsigned tries = 0;; tries++) {
+        uint8_t bits = __atomic_load_n(&m->_bits, __ATOMIC_RELAXED);
+        if (!(bits & _Py_LOCKED) && __atomic_compare_exchange_n(&m->_bits, &bits, (uint8_t)(bits | _Py_LOCKED), 0,
+                                                                __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return;
+        if (tries < 100) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 20000};
+            nanosleep(&pause, NULL);
+        }
+    }
 #else
     PyThread_acquire_lock(_PyRuntime.interpreters.mutex, WAIT_LOCK);
 #endif
