@@ -12,7 +12,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define TS_COOKIE ((void *)0x7472756573746b21ULL) /* "truestk!" */
+#define TS_COOKIE              ((void *)0x7472756573746b21ULL) /* "truestk!" */
+/* The control thread's name (its /proc comm, 15 characters at most): remote/signal_sources.py looks for it. */
+#define TS_CONTROL_THREAD_NAME "truestack-ctl"
 
 typedef struct {
     _Atomic int tid;     /* 0 = free slot */

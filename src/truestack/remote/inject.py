@@ -15,7 +15,10 @@ the route:
   thread it stops call dlopen) cannot choose where that thread is stopped.
   Stopped inside malloc, the thread deadlocks on its own arena lock and the
   target hangs for good: measured on about one attach in five to a program
-  allocating in a tight loop. No debugger needed, ~0.1 s.
+  allocating in a tight loop. A signal that stops the thread during that
+  dlopen makes pyinjector give up halfway, with the same result, so it is not
+  tried on a process that receives SIGPROF (`signal_sources.py`). No
+  debugger needed, ~0.1 s.
 - `RemoteExecInjector`: Python 3.14's `sys.remote_exec` (PEP 768), when
   both this interpreter and the target are 3.14+ (truestack's sampler does not
   support 3.14 yet: the route is here so it slots in unchanged). It runs the
@@ -42,6 +45,7 @@ from typing import Protocol
 
 from ..errors import TruestackError
 from .gdb_calls import calls_break_the_target
+from .signal_sources import OTHER_SAMPLER, sigprof_sender
 
 INJECTOR_ENV = "TRUESTACK_INJECTOR"
 _GDB_TIMEOUT_S = 60.0
@@ -104,6 +108,9 @@ class PyinjectorInjector:
         return True
 
     def run(self, pid: int, code: str) -> None:
+        sender = sigprof_sender(pid)  # a signal during pyinjector's remote dlopen leaves the target deadlocked
+        if sender is not None:
+            raise InjectionError(f"cannot attach to process {pid}: {sender}")
         pyinjector = importlib.import_module("pyinjector")
         with tempfile.TemporaryDirectory(prefix="truestack-agent-") as directory:
             os.chmod(directory, 0o755)  # the target may run as another user
@@ -116,10 +123,7 @@ class PyinjectorInjector:
 def _injector_error(pid: int, exc: Exception) -> InjectionError:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if f"stopped by signal {int(signal.SIGPROF)}" in text:  # ptrace stops the target at each signal
-        return InjectionError(
-            f"cannot attach to process {pid}: it is already being sampled (it receives SIGPROF: a truestack "
-            "recording or another profiler runs in it)"
-        )
+        return InjectionError(f"cannot attach to process {pid}: {OTHER_SAMPLER}")
     if "ermission" in text or "EPERM" in text or "not permitted" in text:
         return InjectionError(f"ptrace of process {pid} refused ({text})")
     return InjectionError(_stripped_hint(pid, f"{type(exc).__name__}: {text}"))
