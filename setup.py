@@ -30,7 +30,7 @@ from setuptools.command.build_ext import build_ext
 CSRC = "src/truestack/_csrc"
 NATIVE_SOURCES = ["module.c", "sampler.c", "timers.c", "control.c", "walker.c", "layout.c", "ring.c", "staging.c",
                   "safeload.c", "unwind.c", "cfi.c", "cfi_rows.c", "drain.c", "stackcache.c", "wordcache.c",
-                  "process_watch.c", "stream_write.c"]
+                  "process_watch.c", "stream_write.c", "main_call.c"]
 # --native unwinds C stacks with libunwind (libunwind-dev / libunwind-devel). Without it the
 # extension still builds; `--native` then says what to install.
 LIBUNWIND_PROBE = "#define UNW_LOCAL_ONLY\n#include <libunwind.h>\nint main(void) { unw_context_t c; unw_cursor_t u;\n" \

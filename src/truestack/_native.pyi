@@ -86,6 +86,10 @@ def stack_cache_clear() -> None:
 def stack_cache_counts() -> tuple[int, int, int, int, int]:
     """(stacks cached, frames cached, samples answered from the cache, misses, samples never cacheable)."""
 
+def call_in_main_after(fd: int, marker: bytes, call: Callable[[], object], /) -> bool:
+    """Without the GIL, read `fd` until a read holds `marker` (or the peer closes, or the read fails), then have
+    the main thread run `call()` at its next eval-breaker check (its exception dropped); False: not handed."""
+
 def sync_threads(exclude: set[int] | frozenset[int], /) -> list[tuple[int, int]]:
     """Register the interpreter's live threads (not `exclude` idents), unregister gone ones: [(ident, tid)]."""
 

@@ -19,6 +19,7 @@
 #include "unwind.h"
 #include "cfi.h"
 #include "drain.h"
+#include "main_call.h"
 #include "process_watch.h"
 #include "stream_write.h"
 #include "stackcache.h"
@@ -120,8 +121,7 @@ static PyObject *py_sync_threads(PyObject *self, PyObject *exclude) {
     if (!PyAnySet_Check(exclude)) return PyErr_Format(PyExc_TypeError, "exclude must be a set of idents");
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    /* One caller at a time: the engine drains under its own lock (on 3.13 the
-     * thread-list lock may let go of the GIL while it waits). */
+    /* One caller at a time (the arrays below are static): the engine drains under its own lock. */
     static int live[TS_MAX_THREADS], reg[TS_MAX_THREADS];
     static unsigned long idents[TS_MAX_THREADS], excluded[64];
     int nexcl = 0;
@@ -465,6 +465,9 @@ static PyObject *py_stack_cache_counts(PyObject *self, PyObject *unused) {
 }
 
 static PyMethodDef methods[] = {
+    {"call_in_main_after", ts_py_call_in_main_after, METH_VARARGS,
+     "call_in_main_after(fd, marker, call) -> handed: without the GIL, read fd until marker (or its end), then "
+     "have the main thread run call() at its next eval-breaker check (False: the pending-call queue was full)"},
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(mode, interval_ns, max_depth, ring_slots=65536, timer='auto', native=0) -> timer name; native: C "
      "return addresses kept per sample (--native)"},

@@ -14,9 +14,11 @@ the config, normally in the main thread (the agent's pending call: see
    (`sink.StreamSink`, the format the supervisor reads).
 
 `truestack-attach` waits for the attacher to say stop or to go away (a read
-that returns: the attacher killed is seen at once); the process may exit first
-(atexit: the profile covers the run up to its exit). Then it stops the session
-and ends the stream, and the thread ends; the attacher waits for that before
+that returns: the attacher killed is seen at once), without the GIL; the
+process may exit first (atexit: the profile covers the run up to its exit).
+Then the main thread, at its next eval-breaker check, stops the session and
+ends the stream (or this thread does, when the main thread is blocked in C),
+and the thread ends; the attacher waits for that before
 it returns. The sampler is then stopped the way `record` leaves it at exit: no
 timer armed, its control thread joined, no `truestack-*` thread left, and
 `threading.Thread` unwrapped. The SIGPROF and SIGSEGV handlers stay installed
@@ -39,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
 
 from ..records import Record
 from ..samples import Frame
@@ -233,8 +236,22 @@ def _open(config: AttachConfig, start_serving: Callable[[_Attached], int]) -> _A
 
 
 def _serve(attached: _Attached) -> None:
-    _wait_for_stop(attached.sock)
-    _end(attached)
+    native = _native_module()
+    if native is None:
+        _wait_for_stop(attached.sock)
+    else:
+        # The main thread ends the session at its next eval-breaker check: this thread may wait
+        # seconds for the GIL in a busy program (see _csrc/main_call.c), past the attacher's wait.
+        native.call_in_main_after(attached.sock.fileno(), STOP, lambda: _end(attached))
+    _end(attached)  # after the main thread's (which it waits for), or instead of it: the main thread is in C
+
+
+def _native_module() -> ModuleType | None:
+    try:
+        from .. import _native
+    except ImportError:  # no compiled extension here: the pure-Python engine samples
+        return None
+    return _native
 
 
 def _end(attached: _Attached) -> None:
