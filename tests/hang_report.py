@@ -20,7 +20,8 @@ import pytest
 
 _MAX_PROCESSES = 6  # backtraces taken at most: the process and its first descendants
 _GDB_BUDGET_S = 45.0  # all of them together; pytest-timeout (300 s) must not fire meanwhile
-_KEEP_CHARS = 12000  # of each backtrace, its end (the frames nearest the thread's start are least telling)
+_KEEP_CHARS = 20000  # of each process's backtraces, after folding repeats: its end
+_MAX_PERIOD = 4  # lines: the longest repeated block folded (py-bt prints 2 lines per Python frame)
 
 
 def run_reporting_hangs(args: list[str], timeout: float, **popen) -> subprocess.CompletedProcess:
@@ -85,8 +86,29 @@ def backtraces(pids: list[int]) -> str:
             text = done.stdout or done.stderr
         except subprocess.TimeoutExpired:
             text = "(gdb did not finish)"
-        parts.append(f"== pid {pid}\n{text[-_KEEP_CHARS:]}")
+        parts.append(f"== pid {pid}\n{fold_repeats(text)[-_KEEP_CHARS:]}")
     return "\n".join(parts)
+
+
+def fold_repeats(text: str) -> str:
+    """`text` with each run of a block of lines repeated back to back kept once and counted: a
+    2000-deep recursion otherwise fills the report with one frame and pushes the other threads out."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        for period in range(1, _MAX_PERIOD + 1):
+            block = lines[i : i + period]
+            times = 1
+            while lines[i + times * period : i + (times + 1) * period] == block:
+                times += 1
+            if times >= 3:
+                out.extend(block)
+                out.append(f"    [the {period} line(s) above, {times} times in all]")
+                i += times * period
+                break
+        else:
+            out.append(lines[i])
+            i += 1
+    return "\n".join(out)
 
 
 def _kill(pid: int) -> None:

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from hang_report import run_reporting_hangs
+from hang_report import fold_repeats, run_reporting_hangs
 
 # A parent blocked in a read, whose forked child sleeps: both must be named in the report.
 HANGS = """\
@@ -57,3 +57,13 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_repeated_frames_are_folded_so_other_threads_stay_in_the_report():
+    frame = ['  File "wl.py", line 148, in recurse', "    return recurse(depth - 1) + 0"]
+    text = "\n".join(["Thread 2", "#0 futex_wait", *frame * 2000, "Thread 1", "#0 read", "x", "x"])
+    folded = fold_repeats(text)
+    assert folded.split("\n") == [
+        "Thread 2", "#0 futex_wait", *frame, "    [the 2 line(s) above, 2000 times in all]", "Thread 1", "#0 read",
+        "x", "x",
+    ]  # fmt: skip
