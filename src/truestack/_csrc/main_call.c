@@ -16,13 +16,22 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* The main thread, with the GIL: the call's error (if any) is not the program's. */
+/* The main thread, with the GIL. The call's own errors are not the program's
+ * and are dropped. A KeyboardInterrupt or SystemExit is the program's (its
+ * signal handler ran while the call did): it is raised in the program's code,
+ * where it would have been raised without us. */
 static int run_call(void *arg) {
     PyObject *call = (PyObject *)arg, *result = PyObject_CallNoArgs(call);
-    if (!result) PyErr_Clear();
-    Py_XDECREF(result);
     Py_DECREF(call);
-    return 0; /* never an error: the program's own code runs on */
+    if (result) {
+        Py_DECREF(result);
+        return 0;
+    }
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
 }
 
 /* Without the GIL: until `marker` is in one read, the peer closes, or the read fails. */
@@ -47,11 +56,10 @@ PyObject *ts_py_call_in_main_after(PyObject *self, PyObject *args) {
         return PyErr_Format(PyExc_TypeError, "call_in_main_after(fd, marker, call): a non-empty marker, a callable");
     }
     Py_INCREF(call); /* the pending call's reference */
-    int handed;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *waiting = PyEval_SaveThread();
     wait_for_marker(fd, (const char *)marker.buf, marker.len);
-    handed = Py_AddPendingCall(run_call, call) == 0;
-    Py_END_ALLOW_THREADS
+    int handed = Py_AddPendingCall(run_call, call) == 0;
+    PyEval_RestoreThread(waiting); /* may take seconds: the main thread has the call by then */
     if (!handed) Py_DECREF(call);
     PyBuffer_Release(&marker);
     return PyBool_FromLong(handed);
