@@ -135,16 +135,24 @@ class _Attached:
             self.finish()
             raise
 
-    def finish(self, why: str | None = None) -> None:
-        with self._finish_lock:
+    def finish(self, why: str | None = None, wait: bool = True) -> bool:
+        """Stop sampling and end the stream, once. With `wait` False, return False at once when a
+        finish is under way: perhaps in this very thread (the main thread runs the stop's pending
+        call at an eval-breaker check, which can come inside the exit's finish), and it completes."""
+        if not self._finish_lock.acquire(blocking=wait):
+            return False
+        try:
             if self._done:
-                return
+                return True
             self._done = True
             if why:
                 self.session.profile.note_interrupted(why)
             profile = self.session.stop()
             with contextlib.suppress(Exception):  # the attacher went away: nothing to tell the program
                 self._sink.finished(profile)
+        finally:
+            self._finish_lock.release()
+        return True
 
     def forget(self) -> None:
         """In a forked child: the stream is the parent's. Close this process's copy of the
@@ -242,8 +250,14 @@ def _serve(attached: _Attached) -> None:
     else:
         # The main thread ends the session at its next eval-breaker check: this thread may wait
         # seconds for the GIL in a busy program (see _csrc/main_call.c), past the attacher's wait.
-        native.call_in_main_after(attached.sock.fileno(), STOP, lambda: _end(attached))
+        native.call_in_main_after(attached.sock.fileno(), STOP, lambda: _end_in_main_thread(attached))
     _end(attached)  # after the main thread's (which it waits for), or instead of it: the main thread is in C
+
+
+def _end_in_main_thread(attached: _Attached) -> None:
+    """The stop's pending call. It never waits for a finish under way, which may be its own caller."""
+    if attached.finish(wait=False):
+        _end(attached)
 
 
 def _native_module() -> ModuleType | None:
