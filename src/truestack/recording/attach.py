@@ -164,8 +164,12 @@ def _attach(
         )
         injector.run(pid, injected_line(path, config))
         conn = _accept(listener, pid)
+        try:
+            command, server_tid, first = _read_hello(conn, pid, listener)
+        except BaseException:
+            conn.close()
+            raise
     with conn:
-        command, server_tid, first = _read_hello(conn, pid)
         profile = _Session(plan, pid, conn, live, asked).run(first)
     _wait_for_thread_end(pid, server_tid)
     if not profile.meta.command:
@@ -209,7 +213,7 @@ def _wait_for_thread_end(pid: int, tid: int) -> None:
         time.sleep(0.005)
 
 
-def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], int, bytes]:
+def _read_hello(conn: socket.socket, pid: int, listener: socket.socket) -> tuple[list[str], int, bytes]:
     """The target's command line, the id of its thread serving us, and the stream bytes that came
     with its hello; AttachError if it said no."""
     import json
@@ -220,7 +224,8 @@ def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], int, bytes]:
         while b"\n" not in buffer:
             data = conn.recv(4096)
             if not data or len(buffer) > _MAX_HELLO:
-                raise AttachError(f"process {pid} closed the connection before sampling started")
+                said = _error_said_on_another_connection(listener, pid)
+                raise AttachError(said or f"process {pid} closed the connection before sampling started")
             buffer += data
     except TimeoutError:
         raise AttachError(f"process {pid} did not start sampling within {_CONNECT_TIMEOUT_S:g} s") from None
@@ -233,6 +238,30 @@ def _read_hello(conn: socket.socket, pid: int) -> tuple[list[str], int, bytes]:
     if "error" in hello:
         raise AttachError(f"cannot attach to process {pid}: {hello['error']}")
     return [str(word) for word in hello.get("command", [])], int(hello.get("server_tid", 0)), rest
+
+
+def _error_said_on_another_connection(listener: socket.socket, pid: int) -> str | None:
+    """What the injected line said on a fresh connection when `attached.start` raised after its own
+    connection was made (_BOOTSTRAP): without it the attacher knows only that the first one closed."""
+    import json
+
+    ready, _, _ = select.select([listener], [], [], 2.0)
+    if not ready:
+        return None
+    other, _ = listener.accept()
+    with other:
+        other.settimeout(2.0)
+        try:
+            line = other.recv(_MAX_HELLO).split(b"\n", 1)[0]
+        except OSError:
+            return None
+    if not line.startswith(HELLO_MAGIC):
+        return None
+    try:
+        error = json.loads(line[len(HELLO_MAGIC) :]).get("error")
+    except ValueError:
+        return None
+    return f"cannot attach to process {pid}: {error}" if error else None
 
 
 class _Session:
