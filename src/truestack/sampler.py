@@ -11,8 +11,9 @@ nothing per sample) and takes the GIL once per wake-up. A drain that runs
 longer than the interpreter's switch interval (5 ms) while a program thread
 waits for the GIL gives the GIL back in the middle and waits to get it again;
 so does a consumer that does I/O. `stats().extra` counts the collector's
-wake-ups, drains, those hand-backs (`collector_gil_handbacks`: the times the
-collector blocked while draining, from its own voluntary context switches)
+wake-ups, drains, the drains cut that way (`collector_gil_handbacks`: drains
+during which the collector blocked at least once, from its own voluntary
+context switches; `collector_drain_blocks`: those switches, 2-3 per hand-back)
 and drains longer than `_LONG_DRAIN_S`.
 """
 
@@ -95,7 +96,8 @@ class Sampler:
         self._collect_lock = threading.Lock()
         self._wakeups = 0  # collector thread: times it woke up
         self._drains = 0  # ... and found samples to hand on
-        self._handbacks = 0  # ... times it blocked while draining (the GIL taken back, or I/O)
+        self._handbacks = 0  # ... drains in which it blocked (the GIL taken back, or I/O)
+        self._drain_blocks = 0  # ... and the times it blocked in them
         self._long_drains = 0  # drains longer than _LONG_DRAIN_S
 
     # -- lifecycle -----------------------------------------------------
@@ -165,6 +167,7 @@ class Sampler:
             collector_wakeups=self._wakeups,
             collector_drains=self._drains,
             collector_gil_handbacks=self._handbacks,
+            collector_drain_blocks=self._drain_blocks,
             collector_long_drains=self._long_drains,
         )
         if self._sink_errors:
@@ -187,7 +190,9 @@ class Sampler:
             started = time.monotonic()
             if self._collect_once(charge=False):
                 self._drains += 1
-            self._handbacks += _thread_blocks() - blocks
+            blocked = _thread_blocks() - blocks
+            self._drain_blocks += blocked
+            self._handbacks += blocked > 0
             if time.monotonic() - started > _LONG_DRAIN_S:
                 self._long_drains += 1
             cpu, spent = time.thread_time_ns(), cpu

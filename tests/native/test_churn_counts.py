@@ -5,8 +5,8 @@
   every sample in a program that drops code objects at a high rate, each fold
   building the dying code's identity and pinning every frame's code.
 - The collector thread wakes once per drain interval (not per sample) and
-  takes the GIL once per wake-up: its drains are not cut into pieces by the
-  program's threads taking the GIL back.
+  takes the GIL once per wake-up: most of its drains are not cut into pieces
+  by the program's threads taking the GIL back.
 """
 from __future__ import annotations
 
@@ -36,7 +36,10 @@ def test_collector_wakes_per_interval_and_takes_the_gil_once(mode):
     assert 0 < r["collector_wakeups"] <= intervals + 5, r
     assert r["samples"] >= 5 * r["collector_wakeups"], r
     assert r["collector_drains"] <= r["collector_wakeups"], r
-    # Each wake-up takes the GIL once; a drain that gave it back and waited
-    # for it again is counted. Slack for a loaded machine (the OS may stop the
-    # collector mid-drain for longer than the switch interval).
-    assert r["collector_gil_handbacks"] * 4 <= r["collector_wakeups"], r
+    # Each wake-up takes the GIL once. A drain that holds it past the switch interval (5 ms) while
+    # the program's thread waits for it is cut: CPython hands the GIL back to the program. Here most
+    # drains take ~1 ms of CPU and about one in ten 4-6 ms (nearly every sample brings code objects
+    # never resolved before): 0-3 of ~18 drains cut on an idle machine, and 5 in a full CI run (the
+    # bound was a quarter). The fault guarded against is a drain that gives the GIL up itself, which
+    # cuts every drain: at most half of them, and one more.
+    assert r["collector_gil_handbacks"] <= r["collector_wakeups"] // 2 + 1, r

@@ -68,4 +68,5 @@ emit({
     "collector_wakeups": extra["collector_wakeups"],
     "collector_drains": extra["collector_drains"],
     "collector_gil_handbacks": extra["collector_gil_handbacks"],
+    "collector_drain_blocks": extra["collector_drain_blocks"],
 })
