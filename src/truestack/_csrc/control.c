@@ -189,7 +189,7 @@ static void map_ring_ahead(uint64_t *last_head, int64_t period_ns) {
 static void *control_main(void *arg) {
     (void)arg;
     /* Named so that `truestack attach` can tell from /proc, without injecting
-     * anything, that a recording runs in this process (remote/signal_sources.py). */
+     * anything, that a truestack sampler runs in this process (remote/signal_sources.py). */
     (void)prctl(PR_SET_NAME, TS_CONTROL_THREAD_NAME, 0, 0, 0);
     int64_t cpu_at = self_cpu_ns();
     uint64_t last_head = atomic_load(&ts_R.head);
