@@ -207,8 +207,9 @@ def test_task_blocked_on_queue_get_is_awaiting_at_queue_get(tmp_path):
     assert row.awaiting_ns >= 0.8e9  # it was blocked for the whole ~1 s run
 
 
-def test_gathered_children_show_under_their_parent(tmp_path):
-    record(tmp_path, GATHER, "--async", "--mode", "wall", "-f", "collapsed", output="out.txt")
+@pytest.mark.parametrize("mode", ["wall", "cpu"])  # cpu mode finds the parent from callbacks, not walks
+def test_gathered_children_show_under_their_parent(tmp_path, mode):
+    record(tmp_path, GATHER, "--async", "--mode", mode, "-f", "collapsed", output="out.txt")
     children: dict[str, list[tuple[str, int]]] = {}
     for line in (tmp_path / "out.txt").read_text().splitlines():
         stack, count = line.rsplit(" ", 1)

@@ -314,10 +314,12 @@ def test_a_long_lived_task_is_still_walked_while_new_tasks_keep_coming(monkeypat
     assert len(set(walks)) >= 3, walks  # walked at several of the six drains
 
 
-def test_children_of_every_gather_show_under_their_parent(monkeypatch):
+@pytest.mark.parametrize("wall", [True, False], ids=["wall", "cpu"])
+def test_children_of_every_gather_show_under_their_parent(monkeypatch, wall):
     # One parent gathers batch after batch of children, more per batch than a drain walks: each
     # batch's children must come under the parent, not only the first batch's. (The drains run
     # in another task here, as the collector's run in another thread: the parent is suspended.)
+    # Wall mode links them by walking the parent; cpu mode from the sampled child's callbacks.
     import time
 
     from truestack.samples import Frame, Sample
@@ -325,7 +327,7 @@ def test_children_of_every_gather_show_under_their_parent(monkeypatch):
     from truestack.tasks import tracker as tracker_module
 
     monkeypatch.setattr(tracker_module, "_WALK_BUDGET_S", 0.0)
-    tracker = TaskTracker(wall=False)
+    tracker = TaskTracker(wall=wall)
     assert tracker.start()
     batches: asyncio.Queue = None  # type: ignore[assignment]
     roots = []

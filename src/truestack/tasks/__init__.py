@@ -5,7 +5,9 @@ sample's stack (the coroutine of the task being stepped); `hook` registers
 every task as it is created so the collector maps that coroutine to its
 task. Waiting time: at each drain the collector walks every pending task's
 await chain (`chain`) and records it as an `awaiting` sample. `tracker`
-does both to each batch of samples.
+does both to each batch of samples; `labels` names the tasks and builds the
+stack prefix that nests a task under the task waiting for it (`waiters`
+finds that one from callbacks in cpu mode).
 """
 
 from __future__ import annotations

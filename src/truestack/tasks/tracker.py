@@ -4,7 +4,9 @@ Each task is shown as a thread of its own (a pseudo thread id from
 TASK_TID_BASE up, named `task:<name> (<coroutine>)`), so every view that
 splits by thread splits by task, and every stack of a task starts with a
 synthetic `task:<name>` frame, under its parent's await chain when the
-parent waits for it (an awaited Task, `gather`, a `TaskGroup`).
+parent waits for it (an awaited Task, `gather`, a `TaskGroup`). Wall mode
+finds parents by walking their await chains; cpu mode, which has no other
+use for walks, from the done-callbacks of the tasks sampled (`waiters.py`).
 
 - running: a sample whose outermost coroutine is a registered task's moves
   to that task, its event-loop frames (`run_forever`, `_run_once`,
@@ -36,96 +38,18 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, FrameKind, Sample
+from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, Sample
 from .chain import await_chain
 from .hook import NewTask, TaskHook
+from .labels import Prefixes, TaskInfo
+from .waiters import is_task, waiter_of
 
 _WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL held) ...
 _WALKS_MIN = 32  # ... once this many tasks are walked
-_MAX_NESTING = 64  # parents above a task shown at most (a cycle of waits cannot nest forever)
 
 
 _walked = operator.attrgetter("walked_ns")
 _coro_of = operator.itemgetter(1)  # of a NewTask
-
-
-def _is_task_type(kind: type) -> bool:
-    return hasattr(kind, "get_coro")
-
-
-_SYNTHETIC = FrameKind.TRUNCATED.value  # read once: an enum member's value is a slow property
-_NO_ROOT = Frame("", "", 0, 0, _SYNTHETIC)
-
-
-class _Task:
-    __slots__ = (
-        "chain",
-        "children",
-        "code",
-        "coro",
-        "done",
-        "last_ns",
-        "last_run_ns",
-        "name",
-        "owed_ns",
-        "ran_ns",
-        "root",
-        "task",
-        "tid",
-        "walked_ns",
-    )
-
-    def __init__(self, task: Any, coro: Any, created_ns: int) -> None:
-        self.tid = 0  # set with its labels, when it first has a sample (most short tasks never do)
-        self.task = task
-        self.coro = coro
-        self.last_ns = created_ns  # its time is accounted for up to here
-        self.ran_ns = 0  # running weight since last_ns (wall mode)
-        self.last_run_ns = 0  # time of its latest running sample (wall mode)
-        self.owed_ns = 0  # awaiting time accounted for but not yet recorded (its chain was empty)
-        self.walked_ns = 0  # when its await chain was last walked (0: never)
-        self.done = False
-        self.name = ""
-        self.root = _NO_ROOT
-        self.code: tuple[str, int] | None = None
-        self.chain: tuple[Frame, ...] = ()
-        self.children: tuple[Any, ...] = ()
-
-    def label(self, tids: Iterator[int]) -> _Task:
-        """Name it (thread id, thread name, root frame) if not yet done; returns itself."""
-        if self.tid:
-            return self
-        self.tid = next(tids)
-        name, coro = self.task.get_name(), self.coro
-        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-        if code is not None:  # to find its frame in a sample's stack (named as code_frame names it)
-            self.code = (getattr(code, "co_qualname", code.co_name), code.co_firstlineno)
-        self.name = f"task:{name} ({getattr(coro, '__qualname__', type(coro).__name__)})"
-        self.root = Frame(f"task:{name}", "", 0, 0, _SYNTHETIC)
-        return self
-
-
-class _Prefixes:
-    """Each task's stack prefix: its root frame, under its parent's chain when a parent waits
-    for it (computed for the tasks that have samples in this batch only)."""
-
-    def __init__(self, tids: Iterator[int], parents: dict[int, _Task]) -> None:
-        self._tids = tids
-        self._parents = parents  # id of a task -> the task waiting for it (TaskTracker._parents)
-        self._known: dict[int, tuple[Frame, ...]] = {}
-
-    def __call__(self, info: _Task, depth: int = 0) -> tuple[Frame, ...]:
-        known = self._known.get(id(info))
-        if known is not None:
-            return known
-        up = self._parents.get(id(info.task))
-        if up is not None and up.done:
-            up = None
-        own: tuple[Frame, ...] = (info.label(self._tids).root,)
-        if up is not None and depth < _MAX_NESTING:
-            own = self(up, depth + 1) + up.chain + own
-        self._known[id(info)] = own
-        return own
 
 
 class TaskTracker:
@@ -135,17 +59,19 @@ class TaskTracker:
         self.wall = wall
         self.hook = TaskHook()
         # Both by coroutine id. A task is kept as the hook gave it (`_fresh`) until it has a
-        # sample or is walked; most short tasks never are. Then it becomes a _Task.
+        # sample or is walked; most short tasks never are. Then it becomes a TaskInfo.
         self._fresh: dict[int, NewTask] = {}
-        self._by_coro: dict[int, _Task] = {}
+        self._by_coro: dict[int, TaskInfo] = {}
         # Seen done while still fresh, at this drain: kept for this drain's samples only (see
         # _sampled_fresh for a later one).
         self._fresh_done: dict[int, NewTask] = {}
         # id of a task -> the task waiting for it (awaited, gather, TaskGroup), from _set_children. An
         # entry lives only while its parent's `children` holds that task: the id cannot be reused meanwhile.
-        self._parents: dict[int, _Task] = {}
+        self._parents: dict[int, TaskInfo] = {}
         # Unique across the processes of one profile (record --subprocesses merges them by id).
         self._tids = itertools.count(TASK_TID_BASE + (os.getpid() << 24))
+        self._waiters: dict[int, tuple[Any, Any]] = {}  # cpu mode, this drain: waiter_of's memo
+        self._waiting_tasks: dict[int, TaskInfo] = {}  # cpu mode: the tasks _waiter found, by coroutine id
         self._done: list[int] = []  # coroutine ids of the tasks seen done at this drain ...
         self._done_before: list[int] = []  # ... and at the previous one: forgotten after this one
         self.tasks_seen = 0
@@ -188,7 +114,7 @@ class TaskTracker:
         self._drain_ns = now
         self._register()
         walked = self._snapshot()
-        prefix = _Prefixes(self._tids, self._parents)
+        prefix = Prefixes(self._tids, self._parents, None if self.wall else self._waiter)
         out: list[Sample] = []
         by_coro = self._by_coro
         # The engine gives the samples of one stack the same tuple: its cut is found once per
@@ -222,9 +148,11 @@ class TaskTracker:
         freeing = time.thread_time_ns()
         for key in self._done_before:
             info = by_coro.pop(key)
+            self._waiting_tasks.pop(key, None)
             if info.children:
                 self._set_children(info, ())
         self._fresh_done.clear()
+        self._waiters.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
         return out
@@ -246,15 +174,15 @@ class TaskTracker:
         self._fresh.update(new)
         self.tasks_seen += len(new)
 
-    def _materialise(self, key: int, new: NewTask) -> _Task:
-        info = self._by_coro[key] = _Task(*new)
+    def _materialise(self, key: int, new: NewTask) -> TaskInfo:
+        info = self._by_coro[key] = TaskInfo(*new)
         return info
 
-    def _sampled_fresh(self, sample: Sample) -> _Task | None:
-        """The task a sample's coroutine id names, if it is known but not yet a _Task.
+    def _sampled_fresh(self, sample: Sample) -> TaskInfo | None:
+        """The task a sample's coroutine id names, if it is known but not yet a TaskInfo.
 
         A task that ended unsampled is let go at the drain that sees it done, not one drain
-        later as a _Task is. A sample of it that only reaches the next drain (taken before the
+        later as a TaskInfo is. A sample of it that only reaches the next drain (taken before the
         task ended, its slot published after this drain read the ring: rare, it needs another
         thread's handler to be mid-sample) finds no task, or a newer one at the same address,
         created after the sample was taken: it is then left unlabelled, never mislabelled."""
@@ -274,9 +202,9 @@ class TaskTracker:
             self._done.append(key)  # forgotten at the next drain, as the _Tasks seen done now
         return info
 
-    def _snapshot(self) -> list[_Task]:
-        """Walks the await chains of pending tasks, within the budget: those never walked and those
-        walked longest ago in turn. Returns the tasks walked.
+    def _snapshot(self) -> list[TaskInfo]:
+        """Sees which tasks are done; in wall mode, walks the await chains of pending tasks, within
+        the budget: those never walked and those walked longest ago in turn. Returns the tasks walked.
 
         A walk costs ~10 µs per task with the GIL held: with thousands of tasks
         pending, walking all at every drain would stall the program. A task's
@@ -294,38 +222,74 @@ class TaskTracker:
                 self._done.append(key)
             else:
                 pending.append(info)
+        if not self.wall:  # no awaiting time: only the tasks known to wait for others are walked
+            return self._walk_parents()
         if len(pending) > _WALKS_MIN:
             pending.sort(key=_walked)
         # Turn about: one never walked (the fresh, oldest first), one walked longest ago. A service
         # creates new tasks at every drain; they must not take every walk from its long-lived ones.
         # (Made lazily: a drain walks a few dozen of thousands.)
         turns = itertools.zip_longest(list(fresh), pending)
-        candidates: Iterator[int | _Task] = (c for pair in turns for c in pair if c is not None)
+        candidates: Iterator[int | TaskInfo] = (c for pair in turns for c in pair if c is not None)
         deadline = time.perf_counter() + _WALK_BUDGET_S
         walked = []
         for i, candidate in enumerate(candidates):
             if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
                 break
-            info = candidate if isinstance(candidate, _Task) else self._materialise(candidate, fresh.pop(candidate))
+            info = candidate if isinstance(candidate, TaskInfo) else self._materialise(candidate, fresh.pop(candidate))
             walked.append(info)
-            chain = await_chain(info.coro)
-            # Caught mid-step (the collector took the GIL at a switch interval):
-            # what it awaited before this step is what its waiting time was spent on.
-            if not (chain.running and info.chain):
-                info.chain = chain.frames
-            if chain.children != info.children:
-                dropped = self._set_children(info, chain.children)
-                freeing = time.thread_time_ns()
-                # Often the tasks of a gather that is over, whose last reference this was: their
-                # deallocation, moved from the program, as at the end of `process`.
-                del dropped
-                self.free_ns += time.thread_time_ns() - freeing
-            info.walked_ns = self._drain_ns
+            self._walk(info)
         return walked
 
-    def _set_children(self, parent: _Task, children: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _walk(self, info: TaskInfo) -> None:
+        chain = await_chain(info.coro)
+        # Caught mid-step (the collector took the GIL at a switch interval):
+        # what it awaited before this step is what its waiting time was spent on.
+        if not (chain.running and info.chain):
+            info.chain = chain.frames
+        info.walked_ns = self._drain_ns
+        if chain.children != info.children:
+            dropped = self._set_children(info, chain.children)
+            freeing = time.thread_time_ns()
+            # Often the tasks of a gather that is over, whose last reference this was: their
+            # deallocation, moved from the program, as at the end of `process`.
+            del dropped
+            self.free_ns += time.thread_time_ns() - freeing
+
+    def _walk_parents(self) -> list[TaskInfo]:
+        """Cpu mode: walks the tasks found waiting for a sampled task (`_waiter`) again, at every
+        drain while they are pending, to link the children they wait for now: a child sampled
+        and finished before a drain has no callbacks left to name its parent."""
+        walked = []
+        for key, up in list(self._waiting_tasks.items()):
+            if up.done:
+                del self._waiting_tasks[key]
+            else:
+                self._walk(up)
+                walked.append(up)
+        return walked
+
+    def _waiter(self, info: TaskInfo) -> TaskInfo | None:
+        """Cpu mode, for a task no walk linked: the task waiting for it, from its done-callbacks
+        (`waiters.py`), walked at this drain for the await chain its children show under."""
+        task = waiter_of(info.task, self._waiters)
+        if task is None or task.done():
+            return None
+        key = id(task.get_coro())
+        up = self._by_coro.get(key)
+        if up is None:
+            new = self._fresh.get(key)
+            if new is None or new[0] is not task:  # not registered (created before the hook, eagerly)
+                return None
+            up = self._materialise(key, self._fresh.pop(key))
+        if up.walked_ns != self._drain_ns:
+            self._walk(up)
+        self._waiting_tasks[key] = up
+        return up
+
+    def _set_children(self, parent: TaskInfo, children: tuple[Any, ...]) -> tuple[Any, ...]:
         """`children` (walked just now) show under `parent` from now on, instead of those it had
-        (`_Prefixes` reads the relation), which it returns. A gather has thousands, most never made
+        (`Prefixes` reads the relation), which it returns. A gather has thousands, most never made
         _Tasks: the relation is kept by task, whatever has become of each, the new ones in one dict update."""
         parents, before = self._parents, parent.children
         if before:
@@ -334,16 +298,16 @@ class TaskTracker:
                 del parents[key]
         parent.children = children
         # Tasks only (a gather may hold plain futures), and never the parent itself.
-        if all(map(_is_task_type, set(map(type, children)))):
+        if all(map(is_task, set(map(type, children)))):
             linked = dict.fromkeys(map(id, children), parent)
         else:
-            linked = dict.fromkeys((id(child) for child in children if hasattr(child, "get_coro")), parent)
+            linked = dict.fromkeys((id(child) for child in children if is_task(child)), parent)
         linked.pop(id(parent.task), None)
         parents.update(linked)
         return before
 
     @staticmethod
-    def _from_coroutine(info: _Task, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    def _from_coroutine(info: TaskInfo, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
         """The stack from the task's coroutine up (the event loop's frames below it cut off)."""
         if info.code is not None:
             name, first = info.code
@@ -352,7 +316,7 @@ class TaskTracker:
                     return frames[i:]
         return frames
 
-    def _awaiting(self, walked: list[_Task], prefix: _Prefixes, now: int) -> list[Sample]:
+    def _awaiting(self, walked: list[TaskInfo], prefix: Prefixes, now: int) -> list[Sample]:
         """The tasks walked at this drain: their awaiting time since they were last settled.
 
         Only a walk can say what a task awaited, so a task's time is settled when it is
@@ -366,7 +330,7 @@ class TaskTracker:
                 out.append(self._awaiting_sample(info, prefix, now))
         return out
 
-    def _last_awaits(self, prefix: _Prefixes) -> list[Sample]:
+    def _last_awaits(self, prefix: Prefixes) -> list[Sample]:
         """The tasks seen done at this drain: their awaiting time after the previous drain.
 
         A task ends in a running step, so its latest running sample is within one sampling
@@ -385,7 +349,7 @@ class TaskTracker:
         return out
 
     @staticmethod
-    def _awaiting_sample(info: _Task, prefix: _Prefixes, at_ns: int) -> Sample:
+    def _awaiting_sample(info: TaskInfo, prefix: Prefixes, at_ns: int) -> Sample:
         weight, info.owed_ns = info.owed_ns, 0
         frames = prefix(info) + info.chain  # labels it: before its thread id is read
         return Sample(
