@@ -333,21 +333,25 @@ def test_perf_trampolines_are_unwound_through_and_named_from_the_perf_map(tmp_pa
     assert all(s[0] == "<module>" for s in whole), {s[0] for s in whole}  # no launcher frame
     in_key = [s for s in names if "keyf" in s]
     assert len(in_key) >= 100, len(in_key)
-    ordered = 0
+    unordered = []
     for s in in_key:
         caller, sort, key = (index_of(s, pred) for pred in
                              (lambda n: n == "sorter", lambda n: n.startswith("list_sort"), lambda n: n == "keyf"))
-        ordered += 0 <= caller < sort < key
-    assert ordered / len(in_key) >= 0.9, (ordered, len(in_key), in_key[:3])
+        if not 0 <= caller < sort < key:
+            unordered.append(s)
+    # Samples in a PLT stub (libpython calls its own functions through them) went to libunwind,
+    # which stops at the first trampoline: 5-11 % of them lost the C frames rootward (a CI run
+    # failed at 11.1 % against 10 %). The fast path now models the .plt's CFA expression: 0 in 4 runs.
+    assert len(unordered) <= 0.02 * len(in_key), (len(unordered), len(in_key), unordered[:3])
     trampolines = {n for s in names for n in s if n.startswith("py::")}
     if option == "--native":
         assert not trampolines  # interpreter plumbing, hidden by default
     else:
         assert f"py::keyf:{script}" in trampolines, sorted(trampolines)
     # On the fast path: before the trampolines were stepped over, every sample fell back to libunwind
-    # (0 of 454 on the fast path); this program leaves ~5 % to it without -X perf.
+    # (0 of 454 on the fast path); then the PLT stubs still left it 5-12 % (26-58 of ~500), now 0-1.
     unwound = profile.meta.sampler_stats.extra["native_unwinder"]
-    assert unwound["libunwind"] <= 0.2 * (unwound["cfi"] + unwound["libunwind"]), unwound
+    assert unwound["libunwind"] <= 0.05 * (unwound["cfi"] + unwound["libunwind"]), unwound
 
 
 def test_native_all_roots_the_program_at_its_module_without_the_launchers_frames(tmp_path):

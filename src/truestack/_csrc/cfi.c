@@ -9,8 +9,9 @@
  * Here: the module snapshots, the row cache and the walk; cfi_rows.c finds
  * the row that holds at an address. What is modelled is what compilers emit
  * for x86-64 code: the CFA as rsp or rbp plus an offset, the return address
- * and rbp saved at an offset from it (or rbp kept), remember/restore state.
- * Anything else (a CFA expression, as
+ * and rbp saved at an offset from it (or rbp kept), remember/restore state,
+ * and the linkers' one CFA expression for .plt entries (cfi_rows.c).
+ * Anything else (another CFA expression, as
  * in stack-realigning prologues and glibc's signal trampoline; a signal
  * frame; a 64-bit or version-4 CIE; an address no module's table covers, as
  * in JIT or libffi closure code, but for CPython's perf trampolines, whose

@@ -75,6 +75,23 @@ TS_SIGNAL_SAFE static int restore(row *r, uint64_t reg, const row *initial) {
     return 0;
 }
 
+/* The one CFA expression the fast path models: the x86-64 linkers' for the entries of a
+ * lazy-binding .plt, "rsp + 8, and 8 more once pc is past the entry's push" (pc & 15 >= k).
+ * Libraries built without -fno-semantic-interposition (pyenv's libpython) call their own
+ * exported functions through PLT stubs, so a hot loop is often sampled in one; libunwind can
+ * take those, but under `python -X perf` it stops at the first trampoline. Returns the CFA's
+ * offset from rsp at pc, or 0 for any other expression (and in a CIE, run with no pc). */
+TS_SIGNAL_SAFE static int64_t plt_cfa_offset(const uint8_t *e, uint64_t n, uint64_t pc) {
+    /* DW_OP_breg7 (rsp) 8; DW_OP_breg16 (rip) 0; DW_OP_lit15; DW_OP_and; DW_OP_lit<k>; DW_OP_ge;
+     * DW_OP_lit3; DW_OP_shl; DW_OP_plus */
+    static const uint8_t form[11] = {0x77, 0x08, 0x80, 0x00, 0x3f, 0x1a, 0x00, 0x2a, 0x33, 0x24, 0x22};
+    if (n != sizeof form || pc == UINT64_MAX) return 0;
+    for (size_t i = 0; i < sizeof form; i++)
+        if (i != 6 && e[i] != form[i]) return 0;
+    if (e[6] < 0x30 || e[6] > 0x4f) return 0; /* DW_OP_lit0 .. DW_OP_lit31 */
+    return (pc & 15) >= (uint64_t)(e[6] - 0x30) ? 16 : 8;
+}
+
 #define STATE_DEPTH 8
 
 /* Runs a CFA program into r, up to the row that holds at `pc` (`loc` is where
@@ -126,8 +143,10 @@ TS_SIGNAL_SAFE static int run(cursor c, const cie *ci, uint64_t loc, uint64_t pc
             case 0x0f: { /* def_cfa_expression */
                 uint64_t n = get_uleb(&c);
                 if (c.bad || n > (uint64_t)(c.end - c.p)) return -1;
+                int64_t plt = plt_cfa_offset(c.p, n, pc);
                 c.p += n;
-                r->cfa_reg = -1;
+                r->cfa_reg = plt ? REG_SP : -1;
+                r->cfa_off = plt;
                 break;
             }
             case 0x10:   /* expression */
