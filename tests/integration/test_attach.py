@@ -496,7 +496,10 @@ def test_top_pid_shows_the_running_process_live_and_detaches_on_ctrl_c(target, t
         assert first.startswith("truestack top: "), first
         time.sleep(1.0)
         top.send_signal(signal.SIGINT)
-        out, err = top.communicate(timeout=30)
+        try:
+            out, err = top.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a hang here is diagnosed from where each side was
+            pytest.fail(f"top --pid still running 30 s after Ctrl-C:\n{backtraces([top.pid, t.pid])}", pytrace=False)
     finally:
         top.kill()
     assert top.returncode == 0, err

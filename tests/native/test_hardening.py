@@ -195,6 +195,7 @@ def test_a_stuck_sample_is_abandoned_within_milliseconds():
 
 @pytest.mark.parametrize("call", [
     "signal.pause()",
+    "spin(0.004); signal.pause()",  # ran most of the tick before it blocked
     "time.sleep(0.6)",
     "threading.Event().wait(0.6)",
     "select.select([r], [], [], 0.6)",

@@ -2,7 +2,7 @@
  *
  * Wall mode: every tick it accounts the elapsed wall time to each registered
  * thread, then signals only the threads that ran at least half an interval
- * since the previous tick. A thread blocked in the kernel is not signalled
+ * since the previous tick and still run. A thread blocked in the kernel is not signalled
  * (a caught signal would end pause() and interrupt its other waits): its
  * frame chain cannot change while it sleeps, so this thread walks it with the
  * same guarded loads and keeps the walk only if the thread's CPU clock did
@@ -23,7 +23,9 @@
 #include "sampler_int.h"
 #include "safeload.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -73,8 +75,34 @@ static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
     if (syscall(SYS_rt_tgsigqueueinfo, ts_pid, tid, SIGPROF, info) != 0 && errno == ESRCH) atomic_store(&t->dead, 1);
 }
 
-/* Walks a thread that is not running; 0 if the walk cannot be trusted. */
-static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
+/* Is a thread that stood still between two clock reads blocked in the
+ * kernel, rather than waiting for a CPU? Its state letter in /proc says. */
+static int blocked_in_kernel(int tid) {
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *end = strrchr(buf, ')'); /* the name (at most 15 bytes) may hold ')' */
+    return end && end[1] == ' ' && end[2] && end[2] != 'R';
+}
+
+/* A thread that ran in the last interval may have blocked since: a signal
+ * now would end its pause() or make its wait retry (CI caught pause() ended
+ * 0.7 ms in). Its CPU clock moving since the tick read it says it still runs.
+ * Standing still, it is walked from here, unless --native wants the C stack
+ * of a thread that only waits for a CPU: the handler unwinds it once it runs. */
+static int still_running(int tid, int64_t cpu) {
+    if (ts_now_ns(ts_thread_cpu_clock(tid)) != cpu) return 1;
+    return ts_max_native && !blocked_in_kernel(tid);
+}
+
+/* Walks a thread that is not running; 0 if the walk cannot be trusted. ran:
+ * it ran half the last interval or more, then stopped. */
+static int remote_walk(ts_thread *t, int tid, int64_t cpu, int ran) {
     int fault = 0;
     if (!t->tstate || !ts_safeload_ensure()) return 0;
     if (ts_load((uintptr_t)t->tstate + ts_tstate_ident_off, &fault) != t->ident || fault) return 0;
@@ -93,7 +121,7 @@ static int remote_walk(ts_thread *t, int tid, int64_t cpu) {
         return 1;
     }
     test_remote_pause();
-    ts_remote_publish(t, tid, s, pos, &r, cpu, now);
+    ts_remote_publish(t, tid, s, pos, &r, cpu, now, ran);
     return 1;
 }
 
@@ -115,7 +143,9 @@ static void wall_tick(uint64_t k, int64_t interval) {
         }
         int64_t ran = cpu - t->ctl_cpu_ns;
         t->ctl_cpu_ns = cpu;
-        if (ran * 2 >= interval || !remote_walk(t, tid, cpu)) signal_thread(t, tid, &info);
+        int was_running = ran * 2 >= interval;
+        if ((was_running && still_running(tid, cpu)) || !remote_walk(t, tid, cpu, was_running))
+            signal_thread(t, tid, &info);
     }
     pthread_mutex_unlock(&ts_reg_lock);
 }

@@ -206,8 +206,9 @@ TS_SIGNAL_SAFE ts_slot *ts_remote_claim(uint64_t *pos) {
 }
 
 TS_SIGNAL_SAFE void ts_remote_publish(ts_thread *t, int tid, ts_slot *s, uint64_t pos, const ts_walk_result *r,
-                                      int64_t cpu_ns, int64_t now_ns) {
+                                      int64_t cpu_ns, int64_t now_ns, int ran) {
     ts_account a = account(t, cpu_ns, 0, 1);
+    if (ran) a.state = TS_STATE_RUNNING;
     fill(s, tid, &a, r, now_ns);
     if (ts_max_native) s->native_why = TS_NATIVE_NOT_RUNNING; /* its C stack is not ours to unwind */
     commit(s, pos, &a, r->partial);

@@ -43,6 +43,7 @@ extern pid_t ts_pid;
 extern int ts_timer_kind;
 extern _Atomic int ts_active;
 extern int ts_max_frames;
+extern int ts_max_native; /* 0 unless --native */
 extern int64_t ts_requested_interval_ns;
 extern unsigned long ts_tstate_ident_off; /* offsetof(PyThreadState, thread_id) */
 
@@ -54,11 +55,12 @@ TS_SIGNAL_SAFE int64_t ts_now_ns(clockid_t clk);
  * for it, so no code object can die and be reused unseen between the walk
  * and the sample. Claim (NULL: ring full, counted as dropped), walk into
  * the slot's frames, then publish it (the walked frames held at now_ns,
- * while the thread's CPU clock stood at cpu_ns) or void it (the thread ran
- * meanwhile: the consumer skips it). */
+ * while the thread's CPU clock stood at cpu_ns; ran: it ran at least half
+ * the last interval before it stopped, so the sample is a running one) or
+ * void it (the thread ran meanwhile: the consumer skips it). */
 TS_SIGNAL_SAFE ts_slot *ts_remote_claim(uint64_t *pos);
 TS_SIGNAL_SAFE void ts_remote_publish(ts_thread *t, int tid, ts_slot *s, uint64_t pos, const ts_walk_result *walk,
-                                      int64_t cpu_ns, int64_t now_ns);
+                                      int64_t cpu_ns, int64_t now_ns, int ran);
 TS_SIGNAL_SAFE void ts_remote_void(ts_slot *s, uint64_t pos);
 TS_HIDDEN_END
 
