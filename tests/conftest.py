@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,11 @@ from hang_report import run_reporting_hangs
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
+
+# A suite started with `&` from a script inherits SIGINT ignored, and so would every program the
+# tests start: the Ctrl-C tests would then hang. A handled signal is reset to the default on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def truestack_env(**extra: str) -> dict[str, str]:
