@@ -182,14 +182,27 @@ class Reader:
                 return self.mem.string(name)[0] if name else None
         return None
 
-    def _resolve(self, walk: list[tuple[int, int, int]], with_locals: bool) -> list[Frame]:
-        frames = []
+    def _resolve(self, walk: list[tuple[int, int, int]], with_locals: bool) -> tuple[list[Frame], list[bytes]]:
+        """The walk's frames, innermost last like a traceback, and (with locals) each one's raw slots."""
+        frames, slots = [], []
         for frame, code, offset in walk:
             info = self.mem.code(code)
-            local_values = self.mem.locals_(frame, info) if with_locals else None
+            local_values = None
+            if with_locals:
+                slots.append(self.mem.local_slots(frame, info))
+                local_values = self.mem.locals_(slots[-1], info)
             frames.append(Frame(info.name, info.filename, self.mem.line(info, offset), local_values))
-        frames.reverse()  # innermost last, like a traceback
-        return frames
+        frames.reverse()
+        return frames, slots
+
+    def _slots_moved(self, walk: list[tuple[int, int, int]], slots: list[bytes]) -> bool:
+        """Did a frame's locals change while they were read? Two equal walks do not say: a returning
+        call's frame is reused at the same address by the next call (3.10's free list, 3.11+'s frame
+        stack), and a deterministic program brings it back to the same instruction."""
+        try:
+            return [self.mem.local_slots(frame, self.mem.code(code)) for frame, code, _ in walk] != slots
+        except Unreadable:
+            return True
 
     def thread(self, tstate: int, with_locals: bool, max_depth: int) -> ThreadDump:
         tid, ident = self.native_id(tstate)
@@ -201,7 +214,7 @@ class Reader:
             self.mem.forget_codes()  # a code object seen in an earlier attempt may be gone
             first, depth, partial = self.remote.walk(tstate, max_depth)
             try:
-                frames = self._resolve(first, with_locals)
+                frames, slots = self._resolve(first, with_locals)
                 name = self.thread_name(first) or result.name
             except Unreadable:
                 consistent, problem = False, "its frames changed while they were read"
@@ -210,6 +223,9 @@ class Reader:
             result.frames, result.depth, result.name = frames, depth, name
             if first != second or partial2 != partial:
                 consistent, problem = False, "its stack changed while it was read (the thread is running)"
+                continue
+            if with_locals and self._slots_moved(first, slots):
+                consistent, problem = False, "its local variables changed while they were read"
                 continue
             consistent, problem = True, (f"partial stack: {partial}" if partial else None)
             if partial is None:

@@ -165,10 +165,13 @@ class Memory:
     def forget_codes(self) -> None:
         self._codes.clear()
 
-    def locals_(self, frame: int, info: CodeInfo) -> dict[str, str]:
-        """The frame's bound local variables (cells read through), as previews."""
+    def local_slots(self, frame: int, info: CodeInfo) -> bytes:
+        """The frame's local variable slots, raw: the same twice means the frame held still between."""
         n = len(info.local_names)
-        raw = self.read(frame + self.off["frame_localsplus"], 8 * n) if n else b""
+        return self.read(frame + self.off["frame_localsplus"], 8 * n) if n else b""
+
+    def locals_(self, raw: bytes, info: CodeInfo) -> dict[str, str]:
+        """The bound local variables (cells read through) of slots `raw`, as previews."""
         out: dict[str, str] = {}
         for i, name in enumerate(info.local_names):
             value = int.from_bytes(raw[8 * i : 8 * i + 8], "little")
