@@ -2,9 +2,9 @@
  *
  * Wall mode: every tick it accounts the elapsed wall time to each registered
  * thread, then signals only the threads that ran at least half an interval
- * since the previous tick and still run. A thread blocked in the kernel is not signalled
- * (a caught signal would end pause() and interrupt its other waits): its
- * frame chain cannot change while it sleeps, so this thread walks it with the
+ * since the previous tick and still run. A thread blocked in the kernel is
+ * not signalled (a caught signal would end pause() and interrupt its other
+ * waits): its frame chain cannot change while it sleeps, so this thread walks it with the
  * same guarded loads and keeps the walk only if the thread's CPU clock did
  * not move meanwhile and its thread state still names it.
  *
