@@ -220,7 +220,9 @@ def test_gathered_children_show_under_their_parent(tmp_path, mode):
     for name, rows in children.items():
         total = sum(c for _, c in rows)
         nested = sum(c for s, c in rows if ";task:parent;parent (" in s and ";await gather;" + name + ";" in s)
-        assert nested >= 0.9 * total, (name, nested, total)
+        # Every one: a child's samples drained with its parent seen done (the last child's last
+        # ones) or just unlinked once lost it, 1-2 of ~17 per child in cpu mode (CI: 13 of 15).
+        assert nested == total, (name, nested, total)
 
 
 def test_tasks_finished_between_drains_keep_their_running_samples(tmp_path):

@@ -77,14 +77,14 @@ class Prefixes:
         self._known: dict[int, tuple[Frame, ...]] = {}
 
     def __call__(self, info: TaskInfo, depth: int = 0) -> tuple[Frame, ...]:
+        # A parent seen done at this drain still counts: the batch's samples were taken while it
+        # waited (it is freed, and its links with it, at the next drain).
         known = self._known.get(id(info))
         if known is not None:
             return known
         up = self._parents.get(id(info.task))
         if up is None and self._waiter is not None:
             up = self._waiter(info)
-        if up is not None and up.done:
-            up = None
         own: tuple[Frame, ...] = (info.label(self._tids).root,)
         if up is not None and depth < _MAX_NESTING:
             own = self(up, depth + 1) + up.chain + own
