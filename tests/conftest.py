@@ -37,7 +37,7 @@ def truestack_env(**extra: str) -> dict[str, str]:
     if installed_from_src:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
     if GDB_CANNOT_CALL is not None:
-        env.setdefault("TRUESTACK_INJECTOR", "pyinjector")
+        env.setdefault("TRUESTACK_INJECTOR", "ptrace")
     env.update(extra)
     return env
 
@@ -62,8 +62,8 @@ def _gdb_cannot_call() -> str | None:
 
 # Where gdb cannot call a function in another process without breaking it (gdb 13 on a CPU with AMX),
 # attach's gdb route refuses before touching the target (test_attach's refusal test checks it). The
-# attach tests then inject as a user there would, through pyinjector (truestack_env sets
-# TRUESTACK_INJECTOR); only the tests of the gdb route itself cannot run.
+# attach tests then inject as a user there would, through truestack's own ptrace route (truestack_env
+# sets TRUESTACK_INJECTOR); only the tests of the gdb route itself cannot run.
 GDB_CANNOT_CALL = _gdb_cannot_call()
 needs_gdb_calls = pytest.mark.skipif(
     GDB_CANNOT_CALL is not None, reason=f"gdb cannot call into another process on this machine: {GDB_CANNOT_CALL}"

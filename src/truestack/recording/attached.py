@@ -51,6 +51,7 @@ from .sink import socket_session
 HELLO_MAGIC = b"TSATTACH1 "
 STOP = b"stop\n"
 THREAD_NAME = "truestack-attach"
+_SERVER_END_S = 1.0  # the longest the main thread waits for truestack-attach to end after the stop
 
 _lock = threading.Lock()
 _current: _Attached | None = None
@@ -250,14 +251,20 @@ def _serve(attached: _Attached) -> None:
     else:
         # The main thread ends the session at its next eval-breaker check: this thread may wait
         # seconds for the GIL in a busy program (see _csrc/main_call.c), past the attacher's wait.
-        native.call_in_main_after(attached.sock.fileno(), STOP, lambda: _end_in_main_thread(attached))
+        server = threading.current_thread()
+        native.call_in_main_after(attached.sock.fileno(), STOP, lambda: _end_in_main_thread(attached, server))
     _end(attached)  # after the main thread's (which it waits for), or instead of it: the main thread is in C
 
 
-def _end_in_main_thread(attached: _Attached) -> None:
-    """The stop's pending call. It never waits for a finish under way, which may be its own caller."""
+def _end_in_main_thread(attached: _Attached, server: threading.Thread) -> None:
+    """The stop's pending call. It never waits for a finish under way, which may be its own caller.
+
+    Then it waits for `server` to end, the GIL released: that thread waits for the GIL to return and
+    end, and a main thread releasing it often takes it back first each time (see _csrc/main_call.c):
+    the attacher, which waits for that end, waited 2-10 s after a 1 s attach to such a loop."""
     if attached.finish(wait=False):
         _end(attached)
+        server.join(_SERVER_END_S)
 
 
 def _native_module() -> ModuleType | None:
