@@ -195,13 +195,24 @@ def _accept(listener: socket.socket, pid: int) -> socket.socket:
         if ready:
             conn, _ = listener.accept()
             return conn
-        if not os.path.exists(f"/proc/{pid}"):
+        if _ended(pid):
             raise AttachError(f"process {pid} ended before sampling started")
         if time.monotonic() > deadline:
             raise AttachError(
                 f"process {pid} did not answer within {_CONNECT_TIMEOUT_S:g} s of the injection (is it stuck "
                 "holding the GIL, or was its Python started without threads?)"
             )
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie its parent has not reaped yet (a target that crashed still has its /proc entry:
+    the attacher waited the whole 10 s for it and blamed the GIL)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] in (b"Z", b"X")
 
 
 def _wait_for_thread_end(pid: int, tid: int) -> None:
