@@ -87,3 +87,15 @@ def test_generator_pipeline_flags_few_stacks(tmp_path):
     assert layer["errors"] == 0, json.dumps({"layers": data["layers"], "examples": data["examples"]}, indent=1)
     partial = layer["mismatches"].get("partial", 0)
     assert partial / layer["checked"] < 0.005, (layer, data["counters"]["partial_reasons"])
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["previous-0", "previous-stale"])
+def test_the_eval_loops_entry_window_is_flagged_not_an_empty_stack(stale):
+    # gcc writes tstate->cframe before the new cframe's fields (3.12.1): a signal in between saw
+    # `previous` and current_frame as the stack left them, 0, and the walk returned no frame and
+    # no flag (CI: 2 complete empty stacks in 21,228 checks of the pipeline above).
+    from truestack import _oracle
+
+    if not hasattr(_oracle, "walk_entry_window"):
+        pytest.skip("not a test build (TRUESTACK_TEST_BUILD=1)")
+    assert _oracle.walk_entry_window(stale) == (0, "torn")

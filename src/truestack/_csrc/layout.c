@@ -86,6 +86,7 @@ int ts_layout_init(void) {
     L->source = "compiled headers";
     L->debug_offset_mismatches = 0;
     L->instr_is_index = 0;
+    L->ts_root_cframe = -1;
     L->ts_interp = offsetof(PyThreadState, interp);
     L->main_interp = PyInterpreterState_Main();
 #if PY_VERSION_HEX < 0x030B0000
@@ -131,6 +132,7 @@ int ts_layout_init(void) {
     L->ts_top = offsetof(PyThreadState, cframe);
     L->cf_current = offsetof(_PyCFrame, current_frame);
     L->cf_previous = offsetof(_PyCFrame, previous);
+    L->ts_root_cframe = offsetof(PyThreadState, root_cframe);
     L->fr_code = offsetof(_PyInterpreterFrame, f_code);
     L->fr_instr = offsetof(_PyInterpreterFrame, prev_instr);
 #if PY_VERSION_HEX >= 0x030C0000 /* resumer() in walker.c */

@@ -23,6 +23,7 @@ typedef struct {
     long ts_top;                 /* frame (3.10), cframe (3.11/12), current_frame (3.13) */
     long cf_current;             /* _PyCFrame.current_frame; -1 when no cframe */
     long cf_previous;            /* _PyCFrame.previous */
+    long ts_root_cframe;         /* PyThreadState.root_cframe (3.11/12): the cframe no eval loop owns; else -1 */
     long ts_native_tid;          /* -1 on 3.10 */
     long ts_interp;              /* PyThreadState.interp */
     const void *main_interp;     /* the only interpreter whose threads are walked */

@@ -37,6 +37,30 @@ static PyObject *v_inject_walker_fault(PyObject *self, PyObject *args) {
     ts_v_fault_every = every;
     Py_RETURN_NONE;
 }
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+/* The walk of this thread as a signal finds it inside the eval loop's entry (walker.c): tstate->cframe
+ * already points at the new cframe, whose fields still hold old stack contents: `previous` 0, or a
+ * stale cframe whose current_frame is 0 (stale=True); current_frame 0. -> (frames, reason). */
+static PyObject *v_walk_entry_window(PyObject *self, PyObject *arg) {
+    (void)self;
+    int stale = PyObject_IsTrue(arg);
+    if (stale < 0) return NULL;
+    if (ts_core->safeload_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+    PyThreadState *ts = PyThreadState_Get();
+    _PyCFrame old, window;
+    memset(&old, 0, sizeof old);
+    memset(&window, 0, sizeof window);
+    window.previous = stale ? &old : NULL;
+    ts_rawframe frames[8];
+    ts_walk_result res = {0, 0, 0, NULL, 0};
+    _PyCFrame *saved = ts->cframe;
+    ts->cframe = &window;
+    ts_core->walk(ts, frames, 8, &res);
+    ts->cframe = saved;
+    return Py_BuildValue("(is)", res.nframes, res.partial ? ts_core->partial_names[res.partial] : "ok");
+}
+#endif
 #endif
 
 static PyObject *v_enable(PyObject *self, PyObject *arg) {
@@ -154,6 +178,11 @@ static PyMethodDef methods[] = {
 #ifdef TS_TEST_HOOKS
     {"inject_walker_fault", v_inject_walker_fault, METH_VARARGS,
      "inject_walker_fault(kind, every): damage every Nth walk ('drop' or 'swap'; test builds only)"},
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+    {"walk_entry_window", v_walk_entry_window, METH_O,
+     "walk_entry_window(stale): this thread walked as inside the eval loop's entry -> (frames, reason); "
+     "3.11/3.12 test builds only"},
+#endif
 #endif
     {"enable", v_enable, METH_O, "turn event handling and signal checks on or off"},
     {"async_start", v_async_start, METH_VARARGS, "async_start(rate_hz, seed, signo)"},

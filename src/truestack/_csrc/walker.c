@@ -348,6 +348,13 @@ TS_SIGNAL_SAFE static void reset_result(ts_walk_result *res) {
  *  - frame pop (RETURN_GENERATOR on 3.11/3.12, returns on 3.11): the frame
  *    is popped off the datastack (or its chunk freed) before
  *    current_frame moves to its caller, which is still its `previous`.
+ * gcc stores tstate->cframe first and both fields of the new cframe ~25
+ * instructions later (3.12.1's _PyEval_EvalFrameDefault): `previous` is
+ * stale too, 0 or another call's. Only the root cframe (no eval loop) has no
+ * `previous`, and only it or the first loop's has no anchor: a cframe with
+ * neither `previous` nor leaf and anchor is that window (CI: 2 empty stacks
+ * published as complete in 21,228 checks). It is flagged TS_TORN, with no
+ * frame: nothing on it can be trusted.
  * An implausible leaf is skipped for its `previous` when that chain reaches
  * the anchor (the frames in between are proven live: they are what the
  * anchor's inner loop is running). A generator leaf whose `previous` is not
@@ -367,6 +374,11 @@ TS_SIGNAL_SAFE static void walk_cframe(uintptr_t ts, ts_chunks *chunks, ts_rawfr
     uintptr_t anchor = prev_cf && !fault ? (uintptr_t)ts_load(prev_cf + ts_L.cf_current, &fault) : 0;
     if (fault) {
         res->partial = TS_FAULT;
+        return;
+    }
+    uintptr_t root = ts + (uintptr_t)ts_L.ts_root_cframe;
+    if (cf != root && (!prev_cf || (!leaf && !anchor && prev_cf != root))) {
+        res->partial = TS_TORN; /* the entry window: the new cframe is not written yet */
         return;
     }
     uintptr_t start = leaf;
