@@ -1,7 +1,8 @@
 """`truestack attach` loads its agent only where that cannot hang the target: never in a thread
 stopped inside malloc, never while any thread is inside the dynamic loader (a `dlopen` then
 waits on the loader's lock for as long as that thread keeps it). Real targets, the default route
-(gdb, `remote/gdb_safepoint.py`).
+(gdb, `remote/gdb_safepoint.py`), and the malloc case through the ptrace route too
+(`remote/ptrace_call.py`, which does not wait for other threads to leave the loader).
 """
 from __future__ import annotations
 
@@ -14,10 +15,8 @@ import pytest
 from conftest import needs_gdb_calls, run_truestack, truestack_env
 from test_attach import Target, _load, needs_ptrace
 
-pytestmark = [
-    needs_ptrace,
-    pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (attach's route)"),
-]
+pytestmark = needs_ptrace
+needs_gdb = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed (attach's default route)")
 
 # Its only thread allocates with libc malloc nonstop (2000 bytes: past pymalloc's small-object limit).
 ALLOCATES = """\
@@ -31,14 +30,15 @@ print("done", n > 0, flush=True)
 """
 
 
-@needs_gdb_calls
-def test_attaching_again_and_again_to_a_program_allocating_in_a_tight_loop(tmp_path):
+@pytest.mark.parametrize("route", [pytest.param("gdb", marks=[needs_gdb, needs_gdb_calls]), "ptrace"])
+def test_attaching_again_and_again_to_a_program_allocating_in_a_tight_loop(tmp_path, route):
     # Injected wherever ptrace stopped it, about one attach in five deadlocked this target for good.
     t = Target(tmp_path, source=ALLOCATES)
+    env = truestack_env(TRUESTACK_INJECTOR=route)
     try:
         for i in range(12):
             result = run_truestack("attach", "--duration", "0.1", "-o", f"run{i}.tsp", str(t.pid), cwd=tmp_path,
-                                   timeout=60)  # fmt: skip
+                                   timeout=60, env=env)  # fmt: skip
             assert result.returncode == 0, (i, result.stderr)
             assert _load(tmp_path / f"run{i}.tsp").sample_count >= 1
         status, out, err = t.finish()
@@ -70,6 +70,7 @@ print("done", flush=True)
 """
 
 
+@needs_gdb
 @needs_gdb_calls
 def test_a_thread_inside_the_dynamic_loader_is_waited_out_not_joined(tmp_path):
     seconds = 8
@@ -98,7 +99,16 @@ def test_a_thread_inside_the_dynamic_loader_is_waited_out_not_joined(tmp_path):
         t.kill()
 
 
+@needs_gdb
 def test_the_injection_route_is_gdb_unless_forced():
     from truestack.remote.inject import GdbInjector, choose
 
     assert isinstance(choose((sys.version_info.major, sys.version_info.minor)), GdbInjector)
+
+
+def test_without_gdb_the_route_is_truestacks_own_ptrace_call(monkeypatch):
+    from truestack.remote import inject
+
+    monkeypatch.delenv(inject.INJECTOR_ENV, raising=False)
+    monkeypatch.setattr(inject.GdbInjector, "available", staticmethod(lambda: False))
+    assert isinstance(inject.choose((sys.version_info.major, sys.version_info.minor)), inject.PtraceInjector)
