@@ -108,6 +108,10 @@ class PtraceCallError(TruestackError):
     """The call could not be made; the thread was left as it was. One line."""
 
 
+class _NoRoom(Exception):
+    """The thread's stack has no mapped room below its stack pointer for the call, now."""
+
+
 def available() -> bool:
     return platform.system() == "Linux" and platform.machine() == "x86_64"
 
@@ -238,11 +242,14 @@ class _Stopped:
         regs = _Regs.from_buffer_copy(self.regs)
         text_at = (self.regs.rsp - _RED_ZONE - len(path) - 1) & ~15
         return_at = ((text_at - 64) & ~15) - 8  # at the call's entry, rsp + 8 is 16-byte aligned
-        with open(f"/proc/{self.tid}/mem", "r+b", buffering=0) as mem:
-            mem.seek(text_at)
-            mem.write(path + b"\0")
-            mem.seek(return_at)
-            mem.write((0).to_bytes(8, "little"))
+        try:
+            with open(f"/proc/{self.tid}/mem", "r+b", buffering=0) as mem:
+                mem.seek(text_at)
+                mem.write(path + b"\0")
+                mem.seek(return_at)
+                mem.write((0).to_bytes(8, "little"))
+        except OSError:  # the stack's lowest page is near: the kernel does not grow a stack for this write
+            raise _NoRoom from None
         regs.rsp, regs.rip, regs.rdi, regs.rsi, regs.rax = return_at, function, text_at, _RTLD_NOW, 0
         regs.orig_rax = (1 << 64) - 1
         _ptrace(_PTRACE_SETREGS, self.tid, 0, ctypes.addressof(regs))
@@ -282,26 +289,34 @@ def load_library(pid: int, library: str) -> None:
         for tid in _threads(pid):
             try:
                 stopped = _Stopped(tid)
-            except PtraceCallError:
+            except (PtraceCallError, ProcessLookupError):
                 continue  # ended meanwhile
             try:
-                reason = maps.unsafe_reason(stopped.regs)
-                if reason is None:
-                    try:
-                        handle = stopped.call(dlopen, os.fsencode(library))
-                    finally:
-                        stopped.restore()
-                    if not handle:
-                        raise PtraceCallError(f"dlopen of truestack's agent failed in process {pid}")
-                    return
-                last = f"thread {tid} was {reason}"
+                reason = maps.unsafe_reason(stopped.regs) or _call_in(stopped, dlopen, library)
             finally:
                 stopped.release()
+            if reason is None:
+                return
+            last = f"thread {tid} was {reason}"
         if time.monotonic() > deadline:
             raise PtraceCallError(
                 f"no thread of process {pid} reached a safe point within {SAFE_POINT_WAIT_S:g} s ({last})"
             )
         time.sleep(_RETRY_S)
+
+
+def _call_in(stopped: _Stopped, dlopen: int, library: str) -> str | None:
+    """Load `library` in the stopped thread, its registers put back after; None once loaded, else
+    why this thread could not take the call now."""
+    try:
+        handle = stopped.call(dlopen, os.fsencode(library))
+    except _NoRoom:
+        return "at the lowest page of its stack"
+    finally:
+        stopped.restore()
+    if not handle:
+        raise PtraceCallError(f"dlopen of truestack's agent failed in thread {stopped.tid}")
+    return None
 
 
 def _threads(pid: int) -> list[int]:
