@@ -449,11 +449,10 @@ def test_permission_denied_says_what_to_run(target, tmp_path):
 
 @needs_ptrace
 @pytest.mark.skipif(GDB_CANNOT_CALL is None, reason="this gdb can call into another process here: nothing to refuse")
-def test_where_gdb_cannot_call_attach_refuses_before_touching_the_target(target, tmp_path):
+def test_where_gdb_cannot_call_its_route_refuses_before_touching_the_target(target, tmp_path):
     # gdb 13 on a CPU with AMX: its call's register restore fails and the target runs on broken.
     t = target()
-    env = truestack_env()
-    env.pop("TRUESTACK_INJECTOR")  # the default route (the tests' environment forces ptrace here)
+    env = truestack_env(TRUESTACK_INJECTOR="gdb")
     result = run_truestack("attach", "--duration", "0.5", "-o", "run.tsp", str(t.pid), cwd=tmp_path, env=env)
     assert result.returncode == 1
     assert result.stderr.startswith(f"truestack: error: not attaching to process {t.pid}: this gdb cannot call")
@@ -462,6 +461,19 @@ def test_where_gdb_cannot_call_attach_refuses_before_touching_the_target(target,
     assert not (tmp_path / "run.tsp").exists()
     status, out, err = t.finish()
     assert status == 3 and err == "" and out.endswith("done\n")  # it ran on, untouched
+
+
+@needs_ptrace
+@pytest.mark.skipif(GDB_CANNOT_CALL is None, reason="this gdb can call into another process here: it is the route")
+def test_where_gdb_cannot_call_attach_goes_through_truestacks_own_ptrace_call(target, tmp_path):
+    t = target()
+    env = truestack_env()
+    env.pop("TRUESTACK_INJECTOR")  # the default route (the tests' environment forces ptrace here)
+    result = run_truestack("attach", "--duration", "0.5", "-o", "run.tsp", str(t.pid), cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert _load(tmp_path / "run.tsp").sample_count >= 10
+    status, out, err = t.finish()
+    assert status == 3 and err == "" and out.endswith("done\n")
 
 
 @needs_ptrace

@@ -100,6 +100,7 @@ def test_a_thread_inside_the_dynamic_loader_is_waited_out_not_joined(tmp_path):
 
 
 @needs_gdb
+@needs_gdb_calls
 def test_the_injection_route_is_gdb_unless_forced():
     from truestack.remote.inject import GdbInjector, choose
 
@@ -112,3 +113,14 @@ def test_without_gdb_the_route_is_truestacks_own_ptrace_call(monkeypatch):
     monkeypatch.delenv(inject.INJECTOR_ENV, raising=False)
     monkeypatch.setattr(inject.GdbInjector, "available", staticmethod(lambda: False))
     assert isinstance(inject.choose((sys.version_info.major, sys.version_info.minor)), inject.PtraceInjector)
+
+
+@pytest.mark.parametrize("gdb_says", [None, "Couldn't write extended state status"])
+def test_where_gdb_cannot_call_the_route_is_truestacks_own_ptrace_call(monkeypatch, gdb_says):
+    from truestack.remote import inject
+
+    monkeypatch.delenv(inject.INJECTOR_ENV, raising=False)
+    monkeypatch.setattr(inject.GdbInjector, "available", staticmethod(lambda: True))
+    monkeypatch.setattr(inject, "calls_break_the_target", lambda: gdb_says)
+    route = inject.choose((sys.version_info.major, sys.version_info.minor))
+    assert type(route) is (inject.GdbInjector if gdb_says is None else inject.PtraceInjector)

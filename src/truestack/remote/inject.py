@@ -11,8 +11,8 @@ the route:
   thread that is not inside malloc, the dynamic loader, thread creation or
   fork, looking again 10 ms later while none is. The agent's constructor
   starts the thread. ~0.5-1 s, most of it gdb reading symbols.
-- `PtraceInjector`, when gdb is not installed, or when forced (the tests
-  force it where gdb 13 cannot call): truestack's own ptrace call
+- `PtraceInjector`, when gdb is not installed or cannot call here (gdb 13
+  on a CPU with AMX: `gdb_calls.py`), or when forced: truestack's own ptrace call
   (`ptrace_call.py`), made only in a thread stopped outside the C library
   and the loader (or blocked in a system call that holds no lock), which
   puts back every register afterwards, vector ones included. ~0.1 s.
@@ -161,12 +161,15 @@ class PtraceInjector:
 class GdbInjector:
     name = "gdb"
 
+    def __init__(self, calls_checked: bool = False) -> None:
+        self.calls_checked = calls_checked  # choose() has seen gdb's test call come back right
+
     @staticmethod
     def available() -> bool:
         return shutil.which("gdb") is not None
 
     def run(self, pid: int, code: str) -> None:
-        broken = calls_break_the_target()
+        broken = None if self.calls_checked else calls_break_the_target()
         if broken is not None:  # checked on a process of ours: never try it on the user's
             raise InjectionError(
                 f"not attaching to process {pid}: this gdb cannot call a function in another process on this "
@@ -240,7 +243,10 @@ def choose(target_version: tuple[int, int]) -> Injector:
     if target_version >= (3, 14) and RemoteExecInjector.available():
         return RemoteExecInjector()
     if GdbInjector.available():
-        return GdbInjector()
-    if PtraceInjector.available():
+        if calls_break_the_target() is None:
+            return GdbInjector(calls_checked=True)
+        if not PtraceInjector.available():
+            return GdbInjector()  # which says why it cannot, and what to install
+    if PtraceInjector.available():  # no gdb, or one that cannot call on this CPU (gdb 13 with AMX)
         return PtraceInjector()
     raise InjectionError("attaching needs gdb (`apt-get install gdb`) on this machine (not x86-64 Linux)")
