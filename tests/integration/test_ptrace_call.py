@@ -54,10 +54,10 @@ def _started(argv: list[str], cwd: Path, **kwargs) -> tuple[subprocess.Popen, in
 @pytest.mark.skipif(not _has_avx2(), reason="the target checks AVX2 registers")
 def test_the_borrowed_thread_keeps_its_vector_registers(tmp_path, library):
     keeper = _build(tmp_path, "vector_keeper.c", "-mavx2")
-    for attempt in range(6):
+    for attempt in range(4):  # pyinjector's call changed them in 8 runs of 10
         work = tmp_path / f"run{attempt}"
         work.mkdir()
-        proc, pid = _started([keeper, "1"], work)
+        proc, pid = _started([keeper, "2"], work)
         time.sleep(0.05)  # inside its checking loop
         ptrace_call.load_library(pid, library)
         out, _ = proc.communicate(timeout=30)
@@ -79,7 +79,7 @@ def test_a_blocking_system_call_goes_on_after_the_call(tmp_path, library, call):
     else:
         words = out.splitlines()[-1].split()
         assert words[:3] == ["nanosleep", "0", "ok"], out
-        assert float(words[3]) >= 1.49, out  # the whole sleep, not cut at the call
+        assert float(words[3]) >= 2.99, out  # the whole sleep, not cut at the call
 
 
 def test_a_thread_inside_the_c_library_is_not_called_in():

@@ -7,10 +7,14 @@
 #include <stdio.h>
 #include <unistd.h>
 static volatile int stop;
-static void on_alarm(int s) { (void)s; stop = 1; }
+static void on_alarm(int s) {
+    (void)s;
+    stop = 1;
+}
 int main(int argc, char **argv) {
-    static const unsigned char pattern[32] __attribute__((aligned(32))) = {
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+    static const unsigned char pattern[32]
+        __attribute__((aligned(32))) = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
     signal(SIGALRM, on_alarm);
     alarm(argc > 1 ? atoi(argv[1]) : 2);
     printf("go %d\n", (int)getpid());
