@@ -8,9 +8,9 @@ pyinjector does not:
   AMX: `PTRACE_GETREGSET NT_X86_XSTATE`). pyinjector restores only the
   general-purpose ones, so the vector registers a thread stopped anywhere
   was using come back holding what `dlopen` left in them: its targets died
-  of SIGSEGV (5 of 145 attaches to a loop in `zlib.compress`; 1 in ~50 to a
-  loop of `sum(range(...))` and `os.path.exists`, which died before it could
-  answer).
+  of SIGSEGV (5 of 145 attaches to a loop in `zlib.compress`; 1 in 15 to 80
+  to a loop of `sum(range(...))` and `os.path.exists`, which died before it
+  could answer).
 - It calls only in a thread stopped at a safe point: not inside the dynamic
   loader, and not inside the C library unless blocked in a system call that
   holds none of its locks (`_SAFE_SYSCALLS`). Stopped inside malloc, a thread
@@ -57,8 +57,9 @@ _XSTATE_MAX = 1 << 16
 # read, write, close, stat, fstat, lstat, poll, select, pause, nanosleep, connect, accept, sendto, recvfrom,
 # recvmsg, wait4, rt_sigtimedwait, rt_sigsuspend, futex, getdents64, clock_nanosleep, epoll_wait,
 # openat, newfstatat, pselect6, ppoll, epoll_pwait, accept4, statx: the system calls a
-# Python program blocks in or calls in a loop. None is made with a lock of the C library's held,
-# except futex inside a contended lock, where the thread waits for a lock, and holds none of them.
+# Python program blocks in or calls in a loop. None is made with a lock of the C library's held;
+# futex is a wait for a contended lock (glibc's malloc waits so holding another only while it
+# creates an arena, which is rare enough to accept).
 _SAFE_SYSCALLS = frozenset(
     (0, 1, 3, 4, 5, 6, 7, 23, 34, 35, 42, 43, 44, 45, 47, 61, 128, 130, 202, 217, 230, 232, 257, 262, 270, 271,
      281, 288, 332)
@@ -66,34 +67,9 @@ _SAFE_SYSCALLS = frozenset(
 
 # struct user_regs_struct (x86-64), in order.
 _REG_NAMES = (
-    "r15",
-    "r14",
-    "r13",
-    "r12",
-    "rbp",
-    "rbx",
-    "r11",
-    "r10",
-    "r9",
-    "r8",
-    "rax",
-    "rcx",
-    "rdx",
-    "rsi",
-    "rdi",
-    "orig_rax",
-    "rip",
-    "cs",
-    "eflags",
-    "rsp",
-    "ss",
-    "fs_base",
-    "gs_base",
-    "ds",
-    "es",
-    "fs",
-    "gs",
-)
+    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi",
+    "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs",
+)  # fmt: skip
 
 
 class _Regs(ctypes.Structure):
