@@ -125,7 +125,9 @@ def _test_remote_pause(ns: int, /) -> None:
     """Test builds only: the control thread pauses ns between a remote walk and publishing its sample."""
 
 def _test_change_period(ns: int, /) -> None:
-    """Test builds only: every timer's period changed to ns, as the CPU budget does."""
+    """Test builds only: every timer's period changed to ns, as the CPU budget does.
+    0 pauses every timer and wall mode's ticks (a perf event keeps the time left to its next
+    signal); the next call resumes them."""
 
 def _test_stuck_slot(stuck: bool, /) -> bool | None:
     """Test builds only: True leaves a claimed ring slot unfinished; False commits it (-> kept?)."""

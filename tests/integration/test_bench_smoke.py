@@ -314,3 +314,32 @@ def test_overhead_end_to_end_quick(tmp_path):
     runs = doc["workloads"]["cpu_bound"]["runs"]
     for label in ("plain", "truestack cpu @100", "truestack cpu @1k", "truestack wall @1k"):
         assert runs[label] and all(r is not None for r in runs[label]), label  # every truestack run succeeded
+
+
+def _native_unwind() -> bool:
+    from truestack import _native
+
+    return bool(_native.NATIVE_UNWIND)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("options", [[], ["--mode", "wall", "--async", "--rates", "1000"]], ids=["cpu", "wall-async"])
+def test_steady_abba_bench_samples_at_the_rate_asked_in_its_sampled_chunks(options):
+    # The bench's sampled chunks (~3 ms) are shorter than a 100 Hz period: they see the rate only
+    # if a pause keeps the time left to the next signal (cpu mode), or the ticks their schedule
+    # (wall mode). Its ratios are not checked (a shared VM).
+    proc = subprocess.run([sys.executable, str(OVERHEAD / "steady_abba.py"), "--seconds", "1", *options],
+                          capture_output=True, text=True, timeout=110, env=truestack_env(), cwd=OVERHEAD)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r[0]: r for r in table_rows(proc.stdout) if len(r) == 6 and r[0] != "configuration"}
+    assert rows.pop("A/A (nothing switched)")[3] == "-", rows
+    mode, variant = ("wall", "--async") if options else ("cpu", "--native")
+    rates = [1000] if options else [100, 1000]
+    assert {f"{mode} @{'1k' if r == 1000 else r}" for r in rates} <= set(rows), rows
+    assert options or not _native_unwind() or "cpu --native @1k" in rows, rows
+    assert not options or f"{mode} {variant} @1k" in rows, rows
+    for label, row in rows.items():
+        rate = 1000 if label.endswith("@1k") else 100
+        assert re.match(r"^\d+\.\d{3} \[\d+\.\d{3}-\d+\.\d{3}\]$", row[1]), row
+        assert 0.8 * rate <= float(row[3].removesuffix(" Hz")) <= 1.2 * rate, row
+        assert float(row[4]) > 0 and float(row[5]) > 0, row  # handler and collector CPU counted

@@ -80,3 +80,28 @@ def test_python_frames_always_come_out_whole_and_in_order():
             for show_all in (True, False):
                 out = interleave(python, segments, native, complete, show_all)
                 assert [f for f in out if f.kind == "python"] == [f for f in python if f is not None]
+
+
+def test_equal_python_halves_drained_as_different_tuples_are_merged_once(monkeypatch):
+    # The drain's cache makes one tuple per stack of instructions: the same lines at other
+    # instructions come as an equal tuple that is another object. Merging each again cost 3.10,
+    # whose every Python call is a long C chain, ~30 us a sample.
+    from types import SimpleNamespace
+
+    from truestack.engines import native_stacks
+
+    symbols = {0x10: c("deflate"), 0x20: EVAL, 0x30: c("qsort")}
+    stacks = native_stacks.NativeStacks(show_all=False)
+    stacks.symbols = SimpleNamespace(frame=lambda ip, leaf: symbols[ip])
+    merges = []
+    real = native_stacks.interleave
+    monkeypatch.setattr(native_stacks, "interleave", lambda *a, **k: merges.append(1) or real(*a, **k))
+    ips = (0x10, 0x20, 0x30)
+    out = []
+    for _ in range(3):
+        python = tuple([py("<module>"), py("f")])  # root first, a new tuple each time
+        raw = SimpleNamespace(frames=python, native=ips, segments=(1,), native_missing=None, partial=None, depth=2)
+        out.append(stacks.sample_stack(raw, lambda frames, partial, cut: frames))
+    assert names(out[0]) == ["qsort", "<module>", "f", "deflate"]
+    assert out[0] == out[1] == out[2]
+    assert len(merges) == 1

@@ -60,6 +60,8 @@ int64_t ts_max_interval_ns;
  * found the thread stood still, before it publishes the sample: the moment
  * it may be preempted on a loaded machine while the walked thread runs on. */
 _Atomic int64_t ts_test_remote_pause_ns;
+_Atomic int ts_test_ticks_paused;
+#define ticks_paused() atomic_load(&ts_test_ticks_paused)
 static void test_remote_pause(void) {
     int64_t ns = atomic_load(&ts_test_remote_pause_ns);
     struct timespec d = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
@@ -67,6 +69,7 @@ static void test_remote_pause(void) {
 }
 #else
 #define test_remote_pause() ((void)0)
+#define ticks_paused()      0
 #endif
 
 static void signal_thread(ts_thread *t, int tid, const siginfo_t *info) {
@@ -246,7 +249,7 @@ static void *control_main(void *arg) {
              * them, so no wall time goes missing and no burst follows. */
             uint64_t k = 1 + (uint64_t)((now - next_tick) / interval);
             next_tick += (int64_t)k * interval;
-            wall_tick(k, interval);
+            if (!ticks_paused()) wall_tick(k, interval);
         }
         if (now >= next_budget) {
             budget_check(&mark, now);

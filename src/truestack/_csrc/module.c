@@ -512,7 +512,8 @@ static PyMethodDef methods[] = {
     {"_test_remote_pause", py_test_remote_pause, METH_O,
      "test builds: _test_remote_pause(ns): the control thread pauses between a remote walk and its sample"},
     {"_test_change_period", py_test_change_period, METH_O,
-     "test builds: _test_change_period(ns): every timer's period changed, as the CPU budget does"},
+     "test builds: _test_change_period(ns): every timer's period changed, as the CPU budget does; "
+     "0 pauses them, the next call resumes them"},
     {"_test_stuck_slot", py_test_stuck_slot, METH_O,
      "test builds: _test_stuck_slot(True) leaves a claimed slot unfinished; (False) commits it -> kept?"},
     {"_cfi_check", py_cfi_check, METH_O,

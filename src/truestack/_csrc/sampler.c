@@ -430,10 +430,15 @@ int ts_test_registry_lock_blocks_sigprof(void) {
     return sigismember(&now, SIGPROF) == 1;
 }
 
-void ts_test_change_period(int64_t interval_ns) { /* as the CPU budget does (control.c) */
+/* As the CPU budget does (control.c); 0 pauses every timer, the next call resumes them. */
+void ts_test_change_period(int64_t interval_ns) {
+    static int paused;
     sigset_t mask = reg_lock_acquire();
-    atomic_store(&ts_interval_ns, interval_ns);
-    ts_rearm_all(interval_ns);
+    if (interval_ns == 0 || paused) ts_pause_all(paused = interval_ns == 0);
+    if (interval_ns != 0 && interval_ns != atomic_load(&ts_interval_ns)) {
+        atomic_store(&ts_interval_ns, interval_ns);
+        ts_rearm_all(interval_ns);
+    }
     reg_lock_release(&mask);
 }
 #endif

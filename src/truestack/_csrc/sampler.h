@@ -49,6 +49,8 @@ void ts_test_change_period(int64_t interval_ns);
 /* Test builds: ns the control thread pauses between finding a walked
  * blocked thread stood still and publishing its sample (0: none). */
 extern _Atomic int64_t ts_test_remote_pause_ns;
+/* Test builds: while set, wall mode's control thread lets its ticks pass unsignalled. */
+extern _Atomic int ts_test_ticks_paused;
 #endif
 extern int ts_forked_child;            /* set in a fork child: sampling stopped there */
 extern _Atomic int64_t ts_interval_ns; /* current: the CPU budget may lower the rate */

@@ -82,6 +82,9 @@ int ts_arm(ts_thread *t, int tid);
 void ts_disarm(ts_thread *t);
 int ts_perf_fd_is_ours(ts_thread *t);
 void ts_rearm_all(int64_t interval_ns); /* new period for every armed thread */
+#ifdef TS_TEST_HOOKS
+void ts_pause_all(int paused); /* every timer stopped, or started again where it was */
+#endif
 
 /* control.c */
 int ts_control_start(void);

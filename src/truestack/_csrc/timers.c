@@ -167,3 +167,26 @@ void ts_rearm_all(int64_t interval_ns) {
         if (t->has_timer) timer_settime(t->timer, 0, &its, NULL);
     }
 }
+
+#ifdef TS_TEST_HOOKS
+/* Every timer stopped, or started again, and wall mode's ticks with them. A perf event keeps across DISABLE/ENABLE the time left to
+ * its next signal, so chunks of sampling shorter than the period still see the rate (a new period
+ * would restart the count); a POSIX timer restarts at a whole period. */
+void ts_pause_all(int paused) {
+    atomic_store(&ts_test_ticks_paused, paused); /* wall mode's ticks */
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (!paused) {
+        int64_t interval_ns = atomic_load(&ts_interval_ns);
+        its.it_interval.tv_sec = interval_ns / 1000000000LL;
+        its.it_interval.tv_nsec = interval_ns % 1000000000LL;
+        its.it_value = its.it_interval;
+    }
+    int n = atomic_load(&ts_threads_hwm);
+    for (int i = 0; i < n; i++) {
+        ts_thread *t = &ts_threads[i];
+        if (!atomic_load(&t->tid)) continue;
+        if (ts_perf_fd_is_ours(t)) ioctl(t->perf_fd, paused ? PERF_EVENT_IOC_DISABLE : PERF_EVENT_IOC_ENABLE, 0);
+        if (t->has_timer) timer_settime(t->timer, 0, &its, NULL);
+    }
+}
+#endif
