@@ -113,15 +113,20 @@ def test_native_all_keeps_the_interpreter_plumbing(tmp_path):
     assert any(n.startswith(("_PyObject_", "PyObject_", "_PyEval_", "PyEval_")) for n in names), sorted(names)[:40]
 
 
-def test_zlib_compress_samples_show_deflate_under_compress(tmp_path):
-    profile = record(tmp_path, ZLIB, "--native")
+def assert_deflate_under_compress(profile, share: float = 0.8) -> None:
+    """Of the samples in ZLIB's loop, `share` or more read compress_loop;…compress…;…;deflate…."""
     loop = [[n for n, _ in s] for s in stacks(profile) if any(n == "compress_loop" for n, _ in s)]
     assert len(loop) >= 100, len(loop)
     under = 0
     for names in loop:
         c = index_of(names, lambda n: "compress" in n and n != "compress_loop")
         under += c >= 0 and index_of(names, lambda n: n.startswith("deflate"), c + 1) > c
-    assert under / len(loop) >= 0.8, (under, len(loop), loop[:3])
+    assert under / len(loop) >= share, (under, len(loop), loop[:3])
+
+
+def test_zlib_compress_samples_show_deflate_under_compress(tmp_path):
+    profile = record(tmp_path, ZLIB, "--native")
+    assert_deflate_under_compress(profile)
     # every output tells native frames apart
     from truestack.exporters import firefox, pprof
 
@@ -140,6 +145,52 @@ def test_zlib_compress_samples_show_deflate_under_compress(tmp_path):
     native_locs = [loc for loc in message.location if loc.mapping_id]
     assert native_locs and all(f.system_name for f in message.function)
     assert gzip.decompress(pprof.export(profile))
+
+
+API_NATIVE = '''
+import sys
+import truestack
+
+exec(open(sys.argv[1]).read().replace("compress_loop()\\n", ""))  # ZLIB's data and loop, not run
+for native, out in ((True, "on.tsp"), ("all", "all.tsp")):
+    with truestack.profile(rate=500, native=native) as p:
+        compress_loop()
+    p.save(out)
+'''
+
+
+def test_the_api_profiles_native_frames_with_native_true_and_all(tmp_path):
+    (tmp_path / "zlib_prog.py").write_text(ZLIB)
+    (tmp_path / "api.py").write_text(API_NATIVE)
+    proc = run_truestack_python(tmp_path, "api.py", "zlib_prog.py")
+    assert proc.returncode == 0, proc.stderr
+    on, all_ = load(str(tmp_path / "on.tsp")), load(str(tmp_path / "all.tsp"))
+    assert_deflate_under_compress(on)
+    assert_deflate_under_compress(all_)
+    from truestack.engines.native_stacks import is_eval_loop, is_plumbing
+    from truestack.samples import Frame
+
+    def plumbing(profile) -> list[str]:
+        frames = {Frame(n, "", 0, 0, "native") for s in stacks(profile) for n, k in s if k == "native"}
+        return sorted(f.name for f in frames if is_plumbing(f) or is_eval_loop(f))
+
+    assert not plumbing(on)
+    assert plumbing(all_)
+
+
+def test_top_native_shows_c_functions_in_its_snapshots_and_its_output(tmp_path):
+    (tmp_path / "prog.py").write_text(ZLIB)
+    proc = run_truestack("top", "--native", "--rate", "500", "-o", "prof.tsp", "prog.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "deflate" in proc.stdout, proc.stdout[-2000:]  # the batch snapshots name the C function
+    assert_deflate_under_compress(load(str(tmp_path / "prof.tsp")))
+
+
+def run_truestack_python(tmp_path, *args: str):
+    import subprocess
+
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, env=truestack_env(), capture_output=True,
+                          text=True, timeout=120)
 
 
 PYTHON_PART = '''
