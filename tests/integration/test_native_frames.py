@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import shutil
 import sys
+from collections import Counter
 
 import pytest
 from conftest import run_truestack, truestack_env
@@ -52,11 +55,11 @@ compress_loop()
 '''
 
 
-def record(tmp_path, source: str, *options: str):
+def record(tmp_path, source: str, *options: str, args: tuple[str, ...] = ()):
     script = tmp_path / "prog.py"
     script.write_text(source)
     out = tmp_path / "prof.tsp"
-    proc = run_truestack("record", "--rate", "500", "-q", *options, "-o", str(out), str(script), cwd=tmp_path)
+    proc = run_truestack("record", "--rate", "500", "-q", *options, "-o", str(out), str(script), *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return load(str(out))
 
@@ -411,3 +414,61 @@ def test_native_all_roots_the_program_at_its_module_without_the_launchers_frames
     assert names and all(s[0] == "<module>" for s in names), {s[0] for s in names}
     below = {n for s in names for n in s[: s.index("caller") if "caller" in s else 0]}
     assert not below & {"Py_BytesMain", "_start", "run_target", "run_forked", "builtin_exec"}, sorted(below)
+
+
+HOT_C = r'''
+#include <time.h>
+
+/* static: in .symtab only, so a stripped copy has no name for it */
+static double __attribute__((noinline)) spin_inside(long n) {
+    volatile double x = 0;
+    for (long i = 0; i < n; i++) x += i * 0.5;
+    return x;
+}
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+double run_for(double seconds) {
+    double total = 0, end = cpu_now() + seconds;
+    while (cpu_now() < end) total += spin_inside(200000);
+    return total;
+}
+'''
+
+HOT_PY = '''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.run_for.restype, lib.run_for.argtypes = ctypes.c_double, [ctypes.c_double]
+
+def caller():
+    lib.run_for(1.0)
+
+caller()
+'''
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("strip")), reason="needs gcc and strip")
+def test_a_stripped_module_names_its_functions_module_plus_their_start(tmp_path):
+    import subprocess
+
+    (tmp_path / "hot.c").write_text(HOT_C)
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", "libhot.so", "hot.c"], cwd=tmp_path, check=True)
+    subprocess.run(["strip", "--strip-all", "-o", "libhot_stripped.so", "libhot.so"], cwd=tmp_path, check=True)
+    leaves = {}
+    for lib in ("libhot.so", "libhot_stripped.so"):
+        profile = record(tmp_path, HOT_PY, "--native", args=(str(tmp_path / lib),))
+        under = [s for s in stacks(profile) if any(n == "caller" for n, _ in s)]
+        assert len(under) >= 100, len(under)
+        # run_for is exported (.dynsym): named in both; what it calls is the leaf
+        at = [names.index("run_for") for names in ([n for n, _ in s] for s in under) if "run_for" in names]
+        assert len(at) >= 0.9 * len(under), (len(at), len(under), under[:2])
+        leaves[lib] = Counter(s[-1] for s in under if s[-1][0] != "run_for")
+    named, (top, n) = leaves["libhot.so"], leaves["libhot_stripped.so"].most_common(1)[0]
+    assert named.most_common(1)[0][0] == ("spin_inside", "native"), named.most_common(3)
+    # stripped: the function by its start, one name for all its instructions (samples count together)
+    assert re.fullmatch(r"libhot_stripped\.so\+0x[0-9a-f]+", top[0]) and top[1] == "native", top
+    assert n >= 0.8 * sum(leaves["libhot_stripped.so"].values()), leaves["libhot_stripped.so"].most_common(4)
