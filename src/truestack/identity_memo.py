@@ -37,3 +37,6 @@ class IdentityMemo(Generic[K, V]):
         if len(memo) >= self._limit:
             memo.clear()
         memo[id(key)] = (key, value)
+
+    def clear(self) -> None:
+        self._memo.clear()

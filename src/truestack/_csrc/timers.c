@@ -169,9 +169,10 @@ void ts_rearm_all(int64_t interval_ns) {
 }
 
 #ifdef TS_TEST_HOOKS
-/* Every timer stopped, or started again, and wall mode's ticks with them. A perf event keeps across DISABLE/ENABLE the time left to
- * its next signal, so chunks of sampling shorter than the period still see the rate (a new period
- * would restart the count); a POSIX timer restarts at a whole period. */
+/* Every timer stopped, or started again, and wall mode's ticks with them. A perf event keeps
+ * across DISABLE/ENABLE the time left to its next signal, so chunks of sampling shorter than the
+ * period still see the rate (a new period would restart the count); a POSIX timer restarts at a
+ * whole period. */
 void ts_pause_all(int paused) {
     atomic_store(&ts_test_ticks_paused, paused); /* wall mode's ticks */
     struct itimerspec its = {{0, 0}, {0, 0}};

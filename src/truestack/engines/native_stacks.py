@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from ..identity_memo import MISSING, IdentityMemo
 from ..samples import Frame, FrameKind
 from .base import EngineUnavailable
 from .native_symbols import Symbolizer
@@ -143,9 +144,11 @@ class NativeStacks:
         self._by_ips: dict[int, tuple[tuple[int, ...], Frame, tuple[Frame, ...]]] = {}
         # (ids of the Python half, the C leaf, the C callers, ...) -> (those three, the merged stack)
         self._merged: dict[tuple[Any, ...], tuple[Any, Any, Any, tuple[Frame, ...]]] = {}
-        # a Python half -> the first equal one drained; and by id of each drained one: (it, that)
+        # a Python half -> the first equal one drained; and each drained one -> that one
         self._halves: dict[tuple[Frame | None, ...], tuple[Frame | None, ...]] = {}
-        self._halves_by_id: dict[int, tuple[tuple[Frame | None, ...], tuple[Frame | None, ...]]] = {}
+        self._halves_by_id: IdentityMemo[tuple[Frame | None, ...], tuple[Frame | None, ...]] = IdentityMemo(
+            _MERGE_CACHE
+        )
         self.missing: dict[str, int] = {}  # reason -> samples whose C frames are missing or incomplete
         self.samples = 0
 
@@ -186,18 +189,16 @@ class NativeStacks:
         instructions, so a loop whose lines repeat at moving instructions hands over equal tuples
         that are not the same object: on 3.10, where every Python call is a long C chain to merge
         again, 1,800 Python halves in 3,200 samples of bench/overhead's cpu_bound were 107 stacks."""
-        known = self._halves_by_id.get(id(python))
-        if known is not None and known[0] is python:
-            return known[1]
-        same = self._halves.get(python)
-        if same is None:
+        same: tuple[Frame | None, ...] = self._halves_by_id.get(python)
+        if same is not MISSING:
+            return same
+        first = self._halves.get(python)
+        if first is None:
             if len(self._halves) >= _MERGE_CACHE:
                 self._halves.clear()
-            same = self._halves[python] = python
-        if len(self._halves_by_id) >= _MERGE_CACHE:
-            self._halves_by_id.clear()
-        self._halves_by_id[id(python)] = (python, same)  # holds it: its id is not reused meanwhile
-        return same
+            first = self._halves[python] = python
+        self._halves_by_id.put(python, first)
+        return first
 
     def forget_merges(self) -> None:
         """Lets go of the merged stacks (and the Python halves they hold) and of the drained
