@@ -164,6 +164,8 @@ def measure(config: Config, iterations: int, chunk_s: float, seconds: float) -> 
     quads = max(1, math.ceil(drain_s / (2 * chunk_s)))
     session.start()
     try:
+        # The hook's pause outlives a session (wall mode's ticks stay paused): the warm-up samples.
+        _native._test_change_period(interval_ns)
         hook = _task_hook_switch(session)
         warm_until = time.perf_counter() + 0.5
         while time.perf_counter() < warm_until:  # one-time costs out of the way
