@@ -14,9 +14,11 @@ labels, aggregation), which holds the GIL. Sampling is switched with the test bu
 a perf event keeps the time left to its next signal across the pause and the ticks keep their
 schedule, so chunks shorter than the period still see the rate asked. With --async, the task
 registry's hook is switched with them. The collector's own timed drains are turned off and the
-bench drains instead, once per block (a drain interval of sampled time), inside the timed chunk
-whose samples it drains; the paused side drains too (nothing), so the per-drain fixed cost is on
-both sides. Switching is outside the timing.
+bench drains instead, once per block (a drain interval of sampled time), inside the last sampled
+chunk of the block. Only sampled chunks drain: a drain is sampling's cost, and one on the paused
+side would get the samples taken during the sampled side's drain (a few at 1 kHz) and do the
+drain's work per batch there (--async's task sweeps and walks: half of it then hid in the
+denominator). Switching is outside the timing.
 
 A block is whole ABBA quads holding one drain interval of sampled chunks; its ratio is the sampled
 chunks' time over the paused chunks'. Printed per configuration: the median block ratio with its
@@ -26,7 +28,8 @@ sample. The A/A row switches nothing (both sides paused): this run's noise floor
 (module symbol tables, first resolutions) are paid in a 0.5-s warm-up before the blocks.
 
     python bench/overhead/steady_abba.py [--rates 100 1000] [--seconds 12] [--chunk-ms 3]
-                                         [--mode cpu|wall] [--async] [--workload cpu_bound|mixed|short_tasks]
+                                         [--mode cpu|wall] [--async]
+                                         [--workload cpu_bound|mixed|short_tasks|pending_tasks]
 """
 from __future__ import annotations
 
@@ -89,10 +92,59 @@ def _short_tasks() -> None:
     _loop.run_until_complete(_gather_short(20))
 
 
+PENDING = 10_000  # pending_tasks: the service's connections
+_inbox: list[asyncio.Future[asyncio.Future[None]]] = []  # each connection's next request
+_connections: list[asyncio.Task[None]] = []
+_next = 0
+
+
+async def _connection(slot: int) -> None:
+    assert _loop is not None
+    while True:
+        _inbox[slot] = _loop.create_future()
+        reply = await _inbox[slot]
+        _task_work()
+        _task_work()
+        reply.set_result(None)
+
+
+async def _serve(slots: range) -> None:
+    assert _loop is not None
+    replies = [_loop.create_future() for _ in slots]
+    for slot, reply in zip(slots, replies):
+        _inbox[slot].set_result(reply)
+    await asyncio.gather(*replies)
+
+
+def _pending_tasks() -> None:
+    """A service: 10,000 tasks pending for the whole run, 20 of them served in turn (~1 ms)."""
+    global _loop, _next
+    if _loop is None:
+        _loop = asyncio.new_event_loop()
+        _inbox.extend(_loop.create_future() for _ in range(PENDING))
+        _connections.extend(_loop.create_task(_connection(slot)) for slot in range(PENDING))
+        _loop.run_until_complete(asyncio.sleep(0))  # each connection waits for its first request
+    _loop.run_until_complete(_serve(range(_next, _next + 20)))
+    _next = (_next + 20) % PENDING
+
+
+def _close_loop() -> None:
+    """Ends what the asyncio workloads left pending (asyncio complains of tasks destroyed pending)."""
+    async def cancelled(tasks: set[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # (on the running loop: 3.10's gather asks)
+
+    if _loop is not None:
+        _loop.run_until_complete(cancelled(asyncio.all_tasks(_loop)))
+        _loop.close()
+
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
 from cpu_bound import unit
 
-WORKLOADS: dict[str, Callable[[], None]] = {"cpu_bound": unit, "mixed": _mixed, "short_tasks": _short_tasks}
+WORKLOADS: dict[str, Callable[[], None]] = {"cpu_bound": unit, "mixed": _mixed, "short_tasks": _short_tasks,
+                                            "pending_tasks": _pending_tasks}
 _unit: Callable[[], None] = unit
 
 
@@ -185,7 +237,7 @@ def measure(config: Config, iterations: int, chunk_s: float, seconds: float) -> 
             on_s = off_s = 0.0
             for q in range(quads):
                 last = q == quads - 1
-                for on, drains in ((False, False), (True, False), (True, last), (False, last)):
+                for on, drains in ((False, False), (True, False), (True, last), (False, False)):
                     period(on)
                     took, cpu = _timed_both(iterations, session if drains else None)
                     if on:
@@ -230,10 +282,11 @@ def main() -> int:
     parser.add_argument("--chunk-ms", type=float, default=3.0)
     parser.add_argument("--mode", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--async", dest="tasks", action="store_true",
-                        help="measure --async (on short_tasks) instead of --native")
+                        help="measure --async (on short_tasks unless --workload) instead of --native")
     parser.add_argument("--workload", choices=sorted(WORKLOADS),
                         help="cpu_bound (default): run.py's program; mixed: native_handler.py's, deep C stacks; "
-                             "short_tasks (default with --async): 20 short asyncio tasks gathered")
+                             "short_tasks (default with --async): 20 short asyncio tasks gathered; "
+                             "pending_tasks: 20 of 10,000 pending tasks served in turn")
     args = parser.parse_args()
     if not hasattr(_native, "_test_change_period"):
         print("steady_abba needs a test build of truestack (TRUESTACK_TEST_BUILD=1 pip install .)")
@@ -244,6 +297,7 @@ def main() -> int:
     iterations = calibrate(args.chunk_ms)
     chunk_s = min(_timed(iterations) for _ in range(5))
     results = [measure(c, iterations, chunk_s, args.seconds) for c in configs(args.mode, args.rates, args.tasks)]
+    _close_loop()
     print(f"Steady-state slowdown, sampling switched on/off in ABBA chunks of {chunk_s * 1e3:.1f} ms "
           f"in one process; workload {workload}; Python {platform.python_version()}; "
           f"{args.seconds:g} s per configuration")

@@ -64,6 +64,7 @@ class Sample(Record):
         "depth",
         "frames",
         "partial",
+        "parts",
         "state",
         "thread_id",
         "thread_name",
@@ -94,6 +95,10 @@ class Sample(Record):
         self.depth = depth  # true stack depth (may exceed len(frames) when truncated)
         self.partial = partial  # reason code when the walk was incomplete or suspect
         self.coro = coro  # id() of the outermost coroutine on the stack (the task being stepped), or 0
+        # (head, tail) with frames == head + tail, each part an object that recurs from sample to
+        # sample (--async: a task's prefix, the stack from its coroutine up), or None. A new
+        # combination of known parts is then interned part by part, not hashed whole.
+        self.parts: tuple[tuple[Frame, ...], tuple[Frame, ...]] | None = None
 
 
 class SamplerStats(Record):

@@ -123,7 +123,8 @@ class ProfileSession:
                     kept[sample.frames] = frames
                 kept_objs.put(sample.frames, frames)
             if frames is not None:
-                sample.frames = frames
+                if frames is not sample.frames:  # (a rider's copy of its host's sample: parts no longer hold)
+                    sample.frames, sample.parts = frames, None
                 out.append(sample)
         if self._tasks is not None:
             out = self._tasks.process(out)

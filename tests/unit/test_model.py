@@ -67,6 +67,23 @@ def test_stack_table_is_a_prefix_tree():
         assert profile.stacks.prefix[i] < i
 
 
+def test_a_stack_given_in_parts_is_the_stack_of_its_frames():
+    # --async hands each task's stack over as (its prefix, the stack from its coroutine up):
+    # interned part by part, it must be the very stack the whole tuple gives, empty parts included.
+    heads = [(), (Frame("task:a", "", 0, 0, "truncated"),), (Frame("task:p", "", 0, 0, "truncated"), A10)]
+    tails = [(), (A10,), (A11, B), (A11, B, N)]
+    whole, parted = Profile(), Profile()
+    for i, (head, tail) in enumerate((h, t) for h in heads for t in tails):
+        parted_sample = Sample(1, "t", i, 1, head + tail)
+        parted_sample.parts = (head, tail)
+        whole.add_sample(Sample(1, "t", i, 1, head + tail))
+        parted.add_sample(parted_sample)
+        parted.add_sample(parted_sample)  # a second time: its parts found by identity
+    assert stacks_as_names(parted)[::2] == stacks_as_names(whole) == stacks_as_names(parted)[1::2]
+    assert list(parted.stacks.prefix) == list(whole.stacks.prefix)
+    assert list(parted.stacks.frame) == list(whole.stacks.frame)
+
+
 def test_truncated_file(tmp_path):
     data = dumps(build())
     path = tmp_path / "cut.tsp"

@@ -57,7 +57,7 @@ class TaskInfo:
         if code is not None:  # to find its frame in a sample's stack (named as code_frame names it)
             self.code = (getattr(code, "co_qualname", code.co_name), code.co_firstlineno)
         self.name = f"task:{name} ({getattr(coro, '__qualname__', type(coro).__name__)})"
-        self.root = Frame(f"task:{name}", "", 0, 0, _SYNTHETIC)
+        self.root = tuple.__new__(Frame, (f"task:{name}", "", 0, 0, _SYNTHETIC))  # (a namedtuple's __new__ is slow)
         return self
 
 

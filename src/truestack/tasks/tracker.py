@@ -26,19 +26,18 @@ that reach the next drain still find it, and its coroutine's address cannot
 be reused meanwhile (the registry holds it). One without (most short tasks)
 is let go by the drain that sees it done, with no bookkeeping for it; a late
 sample then finds no task, or one created after it, and stays unlabelled
-(`_sampled_fresh`).
+(`_sampled_fresh`). Tasks pending for long are seen done late (`aging.py`).
 """
 
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, Sample
+from .aging import AgedIndex
 from .chain import await_chain
 from .hook import NewTask, TaskHook
 from .labels import Prefixes, TaskInfo
@@ -48,8 +47,7 @@ _WALK_BUDGET_S = 0.0005  # await-chain walks per drain stop after this long (GIL
 _WALKS_MIN = 32  # ... once this many tasks are walked
 
 
-_walked = operator.attrgetter("walked_ns")
-_coro_of = operator.itemgetter(1)  # of a NewTask
+_WALK_CANDIDATES = 256  # of each kind, looked at per drain for walks at most (the budget ends sooner)
 
 
 class TaskTracker:
@@ -59,12 +57,14 @@ class TaskTracker:
         self.wall = wall
         self.hook = TaskHook()
         # Both by coroutine id. A task is kept as the hook gave it (`_fresh`) until it has a
-        # sample or is walked; most short tasks never are. Then it becomes a TaskInfo.
-        self._fresh: dict[int, NewTask] = {}
+        # sample or is walked; most short tasks never are. Then it becomes a TaskInfo. Those
+        # seen done leave `_fresh` at once; this drain's samples still find them (get_swept).
+        self._fresh: AgedIndex[NewTask] = AgedIndex()
         self._by_coro: dict[int, TaskInfo] = {}
-        # Seen done while still fresh, at this drain: kept for this drain's samples only (see
-        # _sampled_fresh for a later one).
-        self._fresh_done: dict[int, NewTask] = {}
+        self._pending: AgedIndex[tuple[Any, TaskInfo]] = AgedIndex()  # (task, its TaskInfo) not seen done: checks
+        # Wall mode: the pending TaskInfos never walked, then the others, walked longest ago first.
+        self._unwalked: dict[int, TaskInfo] = {}
+        self._walk_order: dict[int, TaskInfo] = {}
         # id of a task -> the task waiting for it (awaited, gather, TaskGroup), from _set_children. An
         # entry lives only while its parent's `children` holds that task: the id cannot be reused meanwhile.
         self._parents: dict[int, TaskInfo] = {}
@@ -138,6 +138,7 @@ class TaskTracker:
             if cut is None:
                 cut = cuts[id(sample.frames), info.code] = (sample.frames, self._from_coroutine(info, sample.frames))
             sample.frames = frames + cut[1]
+            sample.parts = (frames, cut[1])
             out.append(sample)
         if self.wall:
             out.extend(self._awaiting(walked, prefix, now))
@@ -148,10 +149,11 @@ class TaskTracker:
         freeing = time.thread_time_ns()
         for key in self._done_before:
             info = by_coro.pop(key)
-            self._waiting_tasks.pop(key, None)
+            for kept in (self._waiting_tasks, self._unwalked, self._walk_order):
+                kept.pop(key, None)
             if info.children:
                 self._set_children(info, ())
-        self._fresh_done.clear()
+        self._fresh.forget_swept()
         self._waiters.clear()
         self.free_ns += time.thread_time_ns() - freeing
         self._done_before, self._done = self._done, []
@@ -162,20 +164,28 @@ class TaskTracker:
         # Thousands per second in a busy service: dict and set operations, not a loop per task.
         # A task registered twice (its coroutine already known) keeps its first entry.
         taken = self.hook.take()
-        new = dict(zip(map(id, map(_coro_of, taken)), taken, strict=True))
+        new = {id(entry[1]): entry for entry in taken}
         if len(new) < len(taken) or id(None) in new:  # a task registered twice, or without a coroutine
             new = {}
             for entry in taken:
                 if entry[1] is not None:
                     new.setdefault(id(entry[1]), entry)
-        for known in (self._fresh, self._by_coro):
-            for key in new.keys() & known.keys():
+        self._fresh.drop_known(new)
+        if not self._by_coro.keys().isdisjoint(new):
+            for key in new.keys() & self._by_coro.keys():
                 del new[key]
-        self._fresh.update(new)
+        self._fresh.add(new)
         self.tasks_seen += len(new)
 
-    def _materialise(self, key: int, new: NewTask) -> TaskInfo:
+    def _materialise(self, key: int, new: NewTask, done: bool = False) -> TaskInfo:
         info = self._by_coro[key] = TaskInfo(*new)
+        if done:
+            info.done = True
+            self._done.append(key)  # forgotten at the next drain, as any TaskInfo seen done now
+        else:
+            self._pending.add_one(key, (info.task, info))
+            if self.wall:
+                self._unwalked[key] = info
         return info
 
     def _sampled_fresh(self, sample: Sample) -> TaskInfo | None:
@@ -187,20 +197,18 @@ class TaskTracker:
         thread's handler to be mid-sample) finds no task, or a newer one at the same address,
         created after the sample was taken: it is then left unlabelled, never mislabelled."""
         key = sample.coro
-        for kept in (self._fresh, self._fresh_done):
-            new = kept.get(key)
-            if new is not None:
-                break
-        else:
-            return None
+        new = self._fresh.get(key)
+        done = False
+        if new is None:
+            new = self._fresh.get_swept(key)
+            if new is None:
+                return None
+            done = True
         if new[2] > sample.time_ns:  # created after the sample: that was a task let go before
             return None
-        del kept[key]
-        info = self._materialise(key, new)
-        if kept is self._fresh_done:
-            info.done = True
-            self._done.append(key)  # forgotten at the next drain, as the _Tasks seen done now
-        return info
+        if not done:
+            self._fresh.pop(key)
+        return self._materialise(key, new, done)
 
     def _snapshot(self) -> list[TaskInfo]:
         """Sees which tasks are done; in wall mode, walks the await chains of pending tasks, within
@@ -210,36 +218,58 @@ class TaskTracker:
         pending, walking all at every drain would stall the program. A task's
         time is settled when it is walked (`_awaiting`): one not walked this
         time records it at its next walk."""
-        fresh, fresh_done = self._fresh, self._fresh_done
-        for key in [key for key, new in fresh.items() if new[0].done()]:
-            fresh_done[key] = fresh.pop(key)
-        pending = []
-        for key, info in self._by_coro.items():
-            if info.done:
-                continue
-            if info.task.done():
+        self._fresh.sweep(returns_done=False)
+        for key, (_, info) in self._pending.sweep():
+            if not info.done and self._by_coro.get(key) is info:
                 info.done = True
                 self._done.append(key)
-            else:
-                pending.append(info)
         if not self.wall:  # no awaiting time: only the tasks known to wait for others are walked
             return self._walk_parents()
-        if len(pending) > _WALKS_MIN:
-            pending.sort(key=_walked)
         # Turn about: one never walked (the fresh, oldest first), one walked longest ago. A service
         # creates new tasks at every drain; they must not take every walk from its long-lived ones.
-        # (Made lazily: a drain walks a few dozen of thousands.)
-        turns = itertools.zip_longest(list(fresh), pending)
-        candidates: Iterator[int | TaskInfo] = (c for pair in turns for c in pair if c is not None)
+        # Taken from the front of each (a drain walks a few dozen of thousands).
+        infos = itertools.chain(self._unwalked.values(), self._walk_order.values())
+        fresh = itertools.islice(self._fresh, _WALK_CANDIDATES)
+        turns = itertools.zip_longest(list(fresh), list(itertools.islice(infos, _WALK_CANDIDATES)))
         deadline = time.perf_counter() + _WALK_BUDGET_S
         walked = []
-        for i, candidate in enumerate(candidates):
+        for i, candidate in enumerate(c for pair in turns for c in pair if c is not None):
             if i >= _WALKS_MIN and (i & 15) == 0 and time.perf_counter() > deadline:
                 break
-            info = candidate if isinstance(candidate, TaskInfo) else self._materialise(candidate, fresh.pop(candidate))
-            walked.append(info)
-            self._walk(info)
+            walkable = self._walkable(candidate)
+            if walkable is not None:
+                walked.append(walkable)
+                self._walk(walkable)
         return walked
+
+    def _is_done(self, key: int, info: TaskInfo) -> bool:
+        """Is the task done now? (`info.done` may not say it yet: `_pending` checks old tasks seldom.)"""
+        if not info.done and info.task.done():
+            info.done = True
+            self._done.append(key)
+            self._pending.pop(key)  # (its check would let it go only up to 64 drains later)
+        return info.done
+
+    def _walkable(self, candidate: int | TaskInfo) -> TaskInfo | None:
+        """The candidate's TaskInfo, moved to the end of the walk order; None if it is done
+        (a generation not checked at this drain may hold done tasks: a done coroutine has no chain)."""
+        if isinstance(candidate, TaskInfo):
+            info, key = candidate, id(candidate.coro)
+            if self._is_done(key, info):
+                self._unwalked.pop(key, None)
+                self._walk_order.pop(key, None)
+                return None
+            if self._unwalked.pop(key, None) is None:
+                self._walk_order.pop(key, None)
+        else:
+            new = self._fresh.get(candidate)
+            if new is None or new[0].done():
+                return None
+            self._fresh.pop(candidate)
+            key, info = candidate, self._materialise(candidate, new)
+            del self._unwalked[key]
+        self._walk_order[key] = info
+        return info
 
     def _walk(self, info: TaskInfo) -> None:
         chain = await_chain(info.coro)
@@ -262,7 +292,7 @@ class TaskTracker:
         and finished before a drain has no callbacks left to name its parent."""
         walked = []
         for key, up in list(self._waiting_tasks.items()):
-            if up.done:
+            if self._is_done(key, up):
                 del self._waiting_tasks[key]
             else:
                 self._walk(up)
@@ -281,7 +311,8 @@ class TaskTracker:
             new = self._fresh.get(key)
             if new is None or new[0] is not task:  # not registered (created before the hook, eagerly)
                 return None
-            up = self._materialise(key, self._fresh.pop(key))
+            self._fresh.pop(key)
+            up = self._materialise(key, new)
         if up.walked_ns != self._drain_ns:
             self._walk(up)
         self._waiting_tasks[key] = up
