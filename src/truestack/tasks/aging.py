@@ -51,9 +51,7 @@ class AgedIndex(Generic[V]):
     def drop_known(self, new: dict[int, Any]) -> None:
         """Removes from `new` the keys already here."""
         for gen in self._gens:
-            if not gen.keys().isdisjoint(new):
-                for key in new.keys() & gen.keys():
-                    del new[key]
+            drop_known(new, gen)
 
     def get(self, key: int) -> V | None:
         return _found(self._gens, key)
@@ -95,6 +93,13 @@ class AgedIndex(Generic[V]):
                 gens[k + 1].update(pending)
         self._swept = swept
         return done
+
+
+def drop_known(new: dict[int, Any], known: dict[int, Any]) -> None:
+    """Removes from `new` the keys of `known` (a set operation, not a loop over `new`)."""
+    if not known.keys().isdisjoint(new):
+        for key in new.keys() & known.keys():
+            del new[key]
 
 
 def _found(gens: list[dict[int, V]], key: int) -> V | None:

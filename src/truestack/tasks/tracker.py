@@ -37,7 +37,7 @@ import time
 from typing import Any
 
 from ..samples import STATE_AWAITING, STATE_RUNNING, TASK_TID_BASE, Frame, Sample
-from .aging import AgedIndex
+from .aging import AgedIndex, drop_known
 from .chain import await_chain
 from .hook import NewTask, TaskHook
 from .labels import Prefixes, TaskInfo
@@ -171,17 +171,14 @@ class TaskTracker:
                 if entry[1] is not None:
                     new.setdefault(id(entry[1]), entry)
         self._fresh.drop_known(new)
-        if not self._by_coro.keys().isdisjoint(new):
-            for key in new.keys() & self._by_coro.keys():
-                del new[key]
+        drop_known(new, self._by_coro)
         self._fresh.add(new)
         self.tasks_seen += len(new)
 
     def _materialise(self, key: int, new: NewTask, done: bool = False) -> TaskInfo:
         info = self._by_coro[key] = TaskInfo(*new)
         if done:
-            info.done = True
-            self._done.append(key)  # forgotten at the next drain, as any TaskInfo seen done now
+            self._mark_done(key, info)
         else:
             self._pending.add_one(key, (info.task, info))
             if self.wall:
@@ -221,8 +218,7 @@ class TaskTracker:
         self._fresh.sweep(returns_done=False)
         for key, (_, info) in self._pending.sweep():
             if not info.done and self._by_coro.get(key) is info:
-                info.done = True
-                self._done.append(key)
+                self._mark_done(key, info)
         if not self.wall:  # no awaiting time: only the tasks known to wait for others are walked
             return self._walk_parents()
         # Turn about: one never walked (the fresh, oldest first), one walked longest ago. A service
@@ -242,11 +238,14 @@ class TaskTracker:
                 self._walk(walkable)
         return walked
 
+    def _mark_done(self, key: int, info: TaskInfo) -> None:
+        info.done = True
+        self._done.append(key)  # forgotten at the next drain (`_done_before`)
+
     def _is_done(self, key: int, info: TaskInfo) -> bool:
         """Is the task done now? (`info.done` may not say it yet: `_pending` checks old tasks seldom.)"""
         if not info.done and info.task.done():
-            info.done = True
-            self._done.append(key)
+            self._mark_done(key, info)
             self._pending.pop(key)  # (its check would let it go only up to 64 drains later)
         return info.done
 
